@@ -1,0 +1,152 @@
+"""Typed views of Slurm objects, the same for every Slurm version and backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class JobState(str, Enum):
+    """Base job states (Slurm's flags such as REQUEUED are dropped)."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUSPENDED = "SUSPENDED"
+    COMPLETING = "COMPLETING"
+    COMPLETED = "COMPLETED"
+    CANCELLED = "CANCELLED"
+    FAILED = "FAILED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    PREEMPTED = "PREEMPTED"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    BOOT_FAIL = "BOOT_FAIL"
+    DEADLINE = "DEADLINE"
+    REQUEUED = "REQUEUED"
+    OTHER = "OTHER"
+
+    @classmethod
+    def parse(cls, text: str) -> JobState:
+        """Map Slurm's text ("CANCELLED by 0", "PENDING") to a state; unknown -> OTHER."""
+        head = text.strip().split(" ")[0].upper() if text else ""
+        try:
+            return cls(head)
+        except ValueError:
+            return cls.OTHER
+
+
+@dataclass(frozen=True)
+class GpuRequest:
+    """What a job asks of GPUs: count, optional type, where it was asked, MPS share."""
+
+    count: int
+    gpu_type: str | None
+    scope: str  # "job" (--gpus, TresPerJob) or "node" (--gres, TresPerNode)
+    mps: int = 0  # MPS share per node (percent of one GPU), 0 if none
+
+    @property
+    def typed(self) -> bool:
+        return self.gpu_type is not None
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job as slurmctld sees it (squeue / scontrol)."""
+
+    job_id: str
+    name: str
+    user: str
+    account: str
+    partition: str
+    state: JobState
+    reason: str = ""
+    priority: int = 0
+    nice: int = 0
+    features: str = ""
+    tres_per_job: str = ""
+    tres_per_node: str = ""
+    gpu: GpuRequest | None = None
+    alloc_gpus: dict[str, int] = field(default_factory=dict)  # type -> count ("" if untyped)
+    nodes: str = ""
+    comment: str = ""
+    submit_time: int | None = None  # epoch seconds
+    start_time: int | None = None
+    end_time: int | None = None
+    time_limit_s: int | None = None  # None = unlimited
+    held: bool = False
+    array_job_id: str | None = None
+    array_task_id: str | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.state is JobState.PENDING
+
+
+@dataclass(frozen=True)
+class Node:
+    """A compute node with its GPUs by type."""
+
+    name: str
+    state: str  # base state, upper case: IDLE, MIXED, ALLOCATED, DOWN, DRAINED...
+    state_flags: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+    partitions: tuple[str, ...] = ()
+    gpus: dict[str, int] = field(default_factory=dict)  # type -> configured count
+    gpus_alloc: dict[str, int] = field(default_factory=dict)  # type -> allocated count
+    mps_total: int = 0
+    mps_alloc: int = 0
+    cpus: int = 0
+    cpus_alloc: int = 0
+
+    @property
+    def usable(self) -> bool:
+        bad = {"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "INVAL", "NOT_RESPONDING", "UNKNOWN"}
+        return self.state not in bad and not (set(self.state_flags) & bad)
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A partition and its nodes."""
+
+    name: str
+    nodes: tuple[str, ...] = ()
+    default: bool = False
+    state: str = "UP"
+
+
+@dataclass(frozen=True)
+class AccountingRecord:
+    """One job (allocation line) from sacct."""
+
+    job_id: str
+    name: str
+    account: str
+    user: str
+    state: JobState
+    exit_code: str = ""
+    partition: str = ""
+    submit_time: int | None = None
+    start_time: int | None = None
+    end_time: int | None = None
+    elapsed_s: int = 0
+    req_tres: dict[str, str] = field(default_factory=dict)
+    alloc_tres: dict[str, str] = field(default_factory=dict)
+    alloc_gpus: dict[str, int] = field(default_factory=dict)  # type -> count
+    constraints: str = ""
+    nodes: str = ""
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class JobUpdate:
+    """Changes to a pending job; None leaves a field as it is."""
+
+    nice: int | None = None
+    features: str | None = None  # "" clears
+    tres_per_job: str | None = None
+    tres_per_node: str | None = None
+    comment: str | None = None
+
+    def is_empty(self) -> bool:
+        return all(v is None for v in (self.nice, self.features, self.tres_per_job,
+                                       self.tres_per_node, self.comment))
