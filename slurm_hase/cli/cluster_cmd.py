@@ -1,0 +1,84 @@
+"""`hase cluster`: a real local heterogeneous Slurm cluster for tests and demos."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from slurm_hase.slurm.localcluster.manager import LocalCluster
+from slurm_hase.slurm.localcluster.paths import cluster_paths
+from slurm_hase.slurm.localcluster.spec import load_spec
+
+spec_option = click.option(
+    "--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
+    help="Cluster spec (TOML). Default: 3 GPU types x 2 nodes x 4 GPUs, MPS, 2 accounts.")
+dir_option = click.option(
+    "--dir", "root", type=click.Path(file_okay=False), default=None, envvar="HASE_CLUSTER_DIR",
+    help="Where configs, state and logs live [env HASE_CLUSTER_DIR; /var/lib/slurm-hase/cluster].")
+
+
+def _cluster(spec_path: str | None, root: str | None) -> LocalCluster:
+    return LocalCluster(load_spec(spec_path), cluster_paths(root))
+
+
+@click.group()
+def cluster() -> None:
+    """Run a real Slurm cluster on this host: slurmctld, one slurmd per node with fake GPUs,
+    slurmdbd with MariaDB, and munge, on private ports. Needs root and Debian's slurm-wlm,
+    slurmdbd, munge and mariadb-server packages.
+
+    \b
+      hase cluster up            # start (idempotent), wait until every node is idle
+      eval "$(hase cluster env)" # point sbatch/squeue/sacct at it
+      hase cluster down          # stop exactly what 'up' started
+    """
+
+
+@cluster.command()
+@spec_option
+@dir_option
+@click.option("--timeout", default=90.0, show_default=True, help="Seconds to wait for readiness.")
+def up(spec_path: str | None, root: str | None, timeout: float) -> None:
+    """Start the cluster and wait until all nodes are idle and sacct answers."""
+    lc = _cluster(spec_path, root)
+    status = lc.up(progress=lambda msg: click.echo(f"cluster: {msg}", err=True), timeout_s=timeout)
+    click.echo(f"cluster up: {len(status.node_states)} nodes, accounting ok. "
+               f"Use: export SLURM_CONF={status.slurm_conf}")
+
+
+@cluster.command()
+@spec_option
+@dir_option
+def down(spec_path: str | None, root: str | None) -> None:
+    """Stop every process that 'up' started (and nothing else)."""
+    stopped = _cluster(spec_path, root).down(progress=lambda m: click.echo(f"cluster: {m}", err=True))
+    click.echo(f"stopped {len(stopped)} processes" if stopped else "cluster was not running")
+
+
+@cluster.command()
+@spec_option
+@dir_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def status(spec_path: str | None, root: str | None, as_json: bool) -> None:
+    """Show processes, node states and accounting; exit 1 unless ready."""
+    st = _cluster(spec_path, root).status()
+    if as_json:
+        click.echo(json.dumps({"ready": st.ready, "root": st.root, "slurm_conf": st.slurm_conf,
+                               "processes": st.processes, "nodes": st.node_states,
+                               "accounting": st.accounting}, indent=2))
+    else:
+        click.echo(f"root:       {st.root}\nSLURM_CONF: {st.slurm_conf}")
+        click.echo(f"processes:  {', '.join(sorted(st.processes)) or 'none'}")
+        for node, state in sorted(st.node_states.items()):
+            click.echo(f"  {node:12s} {state}")
+        click.echo(f"accounting: {'ok' if st.accounting else 'not answering'}")
+        click.echo(f"ready:      {'yes' if st.ready else 'no'}")
+    raise SystemExit(0 if st.ready else 1)
+
+
+@cluster.command()
+@dir_option
+def env(root: str | None) -> None:
+    """Print the export line for SLURM_CONF (use: eval "$(hase cluster env)")."""
+    click.echo(f"export SLURM_CONF={cluster_paths(root).slurm_conf}")

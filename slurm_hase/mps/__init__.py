@@ -1,0 +1,1 @@
+"""NVIDIA MPS support: prolog/epilog rendering and the pynvml GPU probe."""

@@ -1,0 +1,281 @@
+"""`hase cluster up|down|status`: one command for a real local heterogeneous Slurm cluster."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slurm_hase.errors import ClusterError, SlurmError
+from slurm_hase.slurm.localcluster.paths import ClusterPaths
+from slurm_hase.slurm.localcluster.render import render_configs
+from slurm_hase.slurm.localcluster.services import (
+    ProcessTable,
+    Service,
+    port_in_use,
+    pid_running,
+    port_open,
+    start_service,
+    stop_pid,
+    stray_stepds,
+    wait_for,
+)
+from slurm_hase.slurm.localcluster.spec import ClusterSpec
+from slurm_hase.slurm.runner import SubprocessRunner
+
+REQUIRED_BINARIES = {
+    "slurmctld": "slurm-wlm", "slurmd": "slurm-wlm", "sbatch": "slurm-wlm",
+    "slurmdbd": "slurmdbd", "munged": "munge", "mungekey": "munge",
+    "mariadbd": "mariadb-server", "mariadb-install-db": "mariadb-server", "mariadb": "mariadb-client",
+}
+READY_STATES = {"IDLE", "MIXED", "ALLOCATED", "COMPLETING"}
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class ClusterStatus:
+    """What `hase cluster status` reports."""
+
+    root: str
+    slurm_conf: str
+    processes: dict[str, int] = field(default_factory=dict)
+    node_states: dict[str, str] = field(default_factory=dict)
+    accounting: bool = False
+    expected_nodes: int = 0
+
+    @property
+    def ready(self) -> bool:
+        return (self.accounting and len(self.node_states) == self.expected_nodes
+                and all(s in READY_STATES for s in self.node_states.values()))
+
+
+class LocalCluster:
+    """A local cluster described by `spec`, kept under `paths.root`."""
+
+    def __init__(self, spec: ClusterSpec, paths: ClusterPaths) -> None:
+        self.spec = spec
+        self.paths = paths
+        self.env = {"SLURM_CONF": str(paths.slurm_conf)}
+        self.runner = SubprocessRunner(self.env)
+        self.table = ProcessTable(paths)
+
+    # ---- queries -------------------------------------------------------------------------
+    def node_states(self) -> dict[str, str]:
+        """Node -> base state from sinfo (empty if slurmctld does not answer)."""
+        try:
+            res = self.runner.run(["sinfo", "-N", "-h", "-o", "%N %T"], timeout_s=10)
+        except SlurmError:
+            return {}
+        if res.returncode != 0:
+            return {}
+        states: dict[str, str] = {}
+        for line in res.stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                states[parts[0]] = parts[1].rstrip("*~#!%$@^-").upper()
+        return states
+
+    def accounting_ok(self) -> bool:
+        try:
+            res = self.runner.run(["sacct", "-a", "-X", "-n", "-S", "now-1minute"], timeout_s=10)
+        except SlurmError:
+            return False
+        return res.returncode == 0
+
+    def status(self) -> ClusterStatus:
+        running = self.table.alive()
+        status = ClusterStatus(str(self.paths.root), str(self.paths.slurm_conf), running,
+                               expected_nodes=len(self.spec.node_names))
+        if "slurmctld" in running:
+            status.node_states = self.node_states()
+        if "slurmdbd" in running:
+            status.accounting = self.accounting_ok()
+        return status
+
+    # ---- up ------------------------------------------------------------------------------
+    def up(self, progress: Progress = lambda _: None, timeout_s: float = 90.0) -> ClusterStatus:
+        """Start everything that is not running; idempotent. Returns when ready."""
+        self._check_binaries()
+        already = self.table.alive()
+        if already and self.status().ready:
+            progress("already up")
+            return self.status()
+        self._check_ports(already)
+        started = time.monotonic()
+        self._prepare(progress)
+        self._start_munge(progress)
+        self._start_mariadb(progress)
+        self._start_slurmdbd(progress)
+        self._register_accounts(progress)
+        self._start_slurm(progress)
+        remaining = max(10.0, timeout_s - (time.monotonic() - started))
+        wait_for("all nodes idle and sacct answering", lambda: self.status().ready, remaining,
+                 self.paths.log / "slurmctld.log")
+        progress(f"ready in {time.monotonic() - started:.1f}s")
+        return self.status()
+
+    def _check_binaries(self) -> None:
+        missing = sorted({pkg for b, pkg in REQUIRED_BINARIES.items() if shutil.which(b) is None})
+        if missing:
+            raise ClusterError("missing Debian packages: " + " ".join(missing)
+                               + " (apt-get install " + " ".join(missing) + ")")
+
+    def _check_ports(self, already: dict[str, int]) -> None:
+        wanted = {"slurmctld": self.spec.slurmctld_port, "slurmdbd": self.spec.slurmdbd_port,
+                  "mariadb": self.spec.mariadb_port}
+        wanted.update({f"slurmd-{n}": self.spec.node_port(n) for n in self.spec.node_names})
+        for service, port in wanted.items():
+            if service not in already and port_in_use(port):
+                raise ClusterError(
+                    f"port {port} (wanted by {service}) is already in use by another program; "
+                    "stop it or set port_base/slurmd_port_base in the cluster spec")
+
+    def _prepare(self, progress: Progress) -> None:
+        progress(f"rendering configs into {self.paths.etc}")
+        for d in self.paths.all_dirs():
+            d.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.paths.root, 0o755)
+        if not self.paths.db_password_file.exists():
+            self.paths.db_password_file.write_text(secrets.token_hex(12))
+            os.chmod(self.paths.db_password_file, 0o600)
+        files = render_configs(
+            self.spec, self.paths, db_password=self.paths.db_password_file.read_text().strip(),
+            cgroup_plugin=self._cgroup_plugin(), spank_plugin=self._spank_plugin())
+        for name, text in files.items():
+            target = self.paths.etc / name
+            target.write_text(text)
+            os.chmod(target, 0o600 if name == "slurmdbd.conf" else 0o644)
+        for group in self.spec.node_groups:
+            for node in group.names:
+                for i in range(group.gpus):
+                    (self.paths.dev / f"{node}-nvidia{i}").touch()
+
+    def _slurm_version(self) -> tuple[int, int]:
+        res = self.runner.run(["slurmd", "-V"], timeout_s=10)
+        match = re.search(r"(\d+)\.(\d+)", res.stdout + res.stderr)
+        if match is None:
+            raise ClusterError(f"cannot read Slurm version from 'slurmd -V': {res.stdout!r}")
+        return int(match[1]), int(match[2])
+
+    def _cgroup_plugin(self) -> str:
+        return "disabled" if self._slurm_version() >= (23, 11) else "autodetect"
+
+    def _spank_plugin(self) -> str | None:
+        built = Path(__file__).resolve().parents[3] / "spank" / "hase_mps.so"
+        return str(built) if built.is_file() else None
+
+    def _start_munge(self, progress: Progress) -> None:
+        progress("starting munged")
+        if not self.paths.munge_key.exists():
+            self.runner.run(["mungekey", "-c", "-k", str(self.paths.munge_key)]).check()
+        os.chmod(self.paths.munge_key, 0o600)
+        os.chmod(self.paths.munge_socket.parent, 0o755)
+        svc = Service("munged", (
+            "munged", "-F", "-f", f"--socket={self.paths.munge_socket}",
+            f"--key-file={self.paths.munge_key}", f"--pid-file={self.paths.run}/munged.pid",
+            f"--log-file={self.paths.log}/munged.log",
+            f"--seed-file={self.paths.state}/munge/munged.seed"), "munged")
+        start_service(self.runner, self.table, self.paths, svc, self.env)
+        wait_for("munged", self.paths.munge_socket.exists, 15, self.paths.log / "munged.out")
+
+    def _mariadb(self, *sql: str) -> None:
+        sock = f"--socket={self.paths.run}/mysqld.sock"
+        for statement in sql:
+            self.runner.run(["mariadb", sock, "-u", "root", "-e", statement], timeout_s=30).check()
+
+    def _start_mariadb(self, progress: Progress) -> None:
+        progress("starting MariaDB")
+        datadir = self.paths.state / "mysql"
+        cnf = f"--defaults-file={self.paths.mariadb_cnf}"
+        fresh = not (datadir / "mysql").is_dir()
+        if fresh:
+            datadir.mkdir(parents=True, exist_ok=True)
+            shutil.chown(datadir, "mysql", "mysql")
+            self.runner.run(["mariadb-install-db", cnf, "--user=mysql", "--skip-test-db"],
+                            timeout_s=120).check()
+        for path in (self.paths.log, self.paths.run):
+            os.chmod(path, 0o777)
+        svc = Service("mariadb", ("mariadbd", cnf, "--user=mysql"), "mariadbd")
+        pid = start_service(self.runner, self.table, self.paths, svc, self.env)
+        wait_for("MariaDB", lambda: port_open(self.spec.mariadb_port), 60,
+                 self.paths.log / "mariadb.log", lambda: pid_running(pid))
+        password = self.paths.db_password_file.read_text().strip()
+        self._mariadb(
+            f"CREATE DATABASE IF NOT EXISTS slurm_acct_{self.spec.name}",
+            f"CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}'",
+            f"CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '{password}'",
+            f"GRANT ALL ON slurm_acct_{self.spec.name}.* TO 'slurm'@'127.0.0.1'",
+            f"GRANT ALL ON slurm_acct_{self.spec.name}.* TO 'slurm'@'localhost'")
+
+    def _start_slurmdbd(self, progress: Progress) -> None:
+        progress("starting slurmdbd")
+        svc = Service("slurmdbd", ("slurmdbd", "-D"), "slurmdbd")
+        pid = start_service(self.runner, self.table, self.paths, svc, self.env)
+        wait_for("slurmdbd", lambda: port_open(self.spec.slurmdbd_port), 60,
+                 self.paths.log / "slurmdbd.log", lambda: pid_running(pid))
+
+    def _sacctmgr(self, *args: str) -> None:
+        res = self.runner.run(["sacctmgr", "-i", *args], timeout_s=30)
+        if res.returncode != 0 and "Nothing new added" not in res.stdout + res.stderr \
+                and "already exists" not in res.stdout + res.stderr:
+            res.check()
+
+    def _register_accounts(self, progress: Progress) -> None:
+        progress("registering cluster, accounts and users")
+        self._sacctmgr("add", "cluster", self.spec.name)
+        for account in self.spec.accounts:
+            self._sacctmgr("add", "account", account.name, f"fairshare={account.shares}",
+                           f"cluster={self.spec.name}")
+            for user in account.users:
+                self._sacctmgr("add", "user", user, f"account={account.name}",
+                               f"cluster={self.spec.name}")
+        if self.spec.accounts:
+            first = self.spec.accounts[0].name
+            users = {u for a in self.spec.accounts for u in a.users}
+            for user in sorted(users):
+                self._sacctmgr("modify", "user", user, "set", f"defaultaccount={first}")
+
+    def _start_slurm(self, progress: Progress) -> None:
+        progress("starting slurmctld")
+        ctld = Service("slurmctld", ("slurmctld", "-D", "-i"), "slurmctld")
+        pid = start_service(self.runner, self.table, self.paths, ctld, self.env)
+        wait_for("slurmctld", lambda: port_open(self.spec.slurmctld_port), 60,
+                 self.paths.log / "slurmctld.log",
+                 lambda: pid_running(pid))
+        progress(f"starting {len(self.spec.node_names)} slurmd")
+        for node in self.spec.node_names:
+            svc = Service(f"slurmd-{node}", ("slurmd", "-D", "-N", node), "slurmd")
+            start_service(self.runner, self.table, self.paths, svc, self.env)
+
+    # ---- restart pieces (fault tests) -----------------------------------------------------
+    def stop_service(self, name: str) -> None:
+        entry = self.table.load().get(name)
+        if entry and isinstance(entry.get("pid"), int):
+            stop_pid(int(str(entry["pid"])), str(entry["binary"]))
+        self.table.forget(name)
+
+    def start_slurmctld(self) -> None:
+        self._start_slurm(lambda _: None)
+
+    # ---- down ----------------------------------------------------------------------------
+    def down(self, progress: Progress = lambda _: None) -> list[str]:
+        """Stop exactly the processes this cluster started. Returns their names."""
+        running = self.table.alive()
+        if "slurmctld" in running:
+            self.runner.run(["scancel", "--full", "-u", "root"], timeout_s=10)
+        order = [n for n in running if n.startswith("slurmd-")] + [
+            n for n in ("slurmctld", "slurmdbd", "mariadb", "munged") if n in running]
+        entries = self.table.load()
+        for name in order:
+            progress(f"stopping {name}")
+            stop_pid(running[name], str(entries[name]["binary"]))
+            self.table.forget(name)
+        for pid in stray_stepds(self.paths.slurm_conf):
+            stop_pid(pid, "slurmstepd", timeout_s=5)
+        return order

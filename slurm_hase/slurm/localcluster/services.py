@@ -1,0 +1,179 @@
+"""Start, watch and stop the processes of a local cluster. Only pids we started are touched."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from slurm_hase.errors import ClusterError
+from slurm_hase.slurm.localcluster.paths import ClusterPaths
+from slurm_hase.slurm.runner import SubprocessRunner
+
+
+@dataclass(frozen=True)
+class Service:
+    """One daemon: a name, its argv, and the binary name to recognise its pid by."""
+
+    name: str
+    argv: tuple[str, ...]
+    binary: str
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def port_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def process_alive(pid: int, binary: str) -> bool:
+    """True if pid runs `binary` (guards against pid reuse)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    first = cmdline.split(b"\0", 1)[0].decode(errors="replace")
+    return os.path.basename(first) == binary or binary in first
+
+
+class ProcessTable:
+    """pids.json: the daemons this cluster started."""
+
+    def __init__(self, paths: ClusterPaths) -> None:
+        self.path = paths.pids_file
+
+    def load(self) -> dict[str, dict[str, object]]:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def record(self, name: str, pid: int, binary: str) -> None:
+        data = self.load()
+        data[name] = {"pid": pid, "binary": binary}
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.replace(self.path)
+
+    def forget(self, name: str) -> None:
+        data = self.load()
+        data.pop(name, None)
+        self.path.write_text(json.dumps(data, indent=1))
+
+    def alive(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for name, entry in self.load().items():
+            pid, binary = entry.get("pid"), entry.get("binary")
+            if isinstance(pid, int) and isinstance(binary, str) and process_alive(pid, binary):
+                out[name] = pid
+        return out
+
+
+def start_service(
+    runner: SubprocessRunner, table: ProcessTable, paths: ClusterPaths, service: Service,
+    env: Mapping[str, str],
+) -> int:
+    """Start one daemon in its own session unless it already runs; return its pid."""
+    running = table.alive()
+    if service.name in running:
+        return running[service.name]
+    log_path = paths.log / f"{service.name}.out"
+    pid = runner.spawn(list(service.argv), log_path=str(log_path), env=env)
+    table.record(service.name, pid, service.binary)
+    return pid
+
+
+def wait_for(
+    what: str, check: Callable[[], bool], timeout_s: float, log_hint: Path | None = None,
+    still_running: Callable[[], bool] | None = None,
+) -> None:
+    """Poll check() until true; ClusterError with the log's tail on timeout or early death."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if still_running is not None and not still_running():
+            break
+        time.sleep(0.25)
+    tail = ""
+    if log_hint is not None and log_hint.exists():
+        lines = log_hint.read_text(errors="replace").splitlines()[-8:]
+        tail = "\n  " + "\n  ".join(lines)
+    raise ClusterError(f"{what} did not become ready within {timeout_s:g}s (log {log_hint}){tail}")
+
+
+def pid_running(pid: int) -> bool:
+    """True while pid exists and is not a zombie (binary not checked: it may not have exec'd yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def stop_pid(pid: int, binary: str, timeout_s: float = 15.0) -> None:
+    """SIGTERM, then SIGKILL after timeout; only if the pid is still the binary we started."""
+    if not process_alive(pid, binary):
+        return
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not process_alive(pid, binary):
+            _reap(pid)
+            return
+        _reap(pid)
+        time.sleep(0.1)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def stray_stepds(slurm_conf: Path) -> list[int]:
+    """slurmstepd processes started for this cluster (their environment names our SLURM_CONF)."""
+    marker = f"SLURM_CONF={slurm_conf}".encode()
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if b"slurmstepd" not in (entry / "cmdline").read_bytes():
+                continue
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found

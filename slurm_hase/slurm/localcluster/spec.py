@@ -1,0 +1,184 @@
+"""The cluster spec file (TOML): nodes by GPU type, partitions, accounts. Validated here."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from slurm_hase.errors import ConfigError
+from slurm_hase.slurm import hostlist
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """Nodes that share a GPU type and shape."""
+
+    names: tuple[str, ...]
+    gpu_type: str
+    gpus: int
+    cpus: int
+    memory_mb: int
+    features: tuple[str, ...]
+    mps: int
+
+    @property
+    def expr(self) -> str:
+        return hostlist.compress(list(self.names))
+
+
+@dataclass(frozen=True)
+class PartitionSpec:
+    name: str
+    nodes: str  # hostlist or "ALL"
+    default: bool
+
+
+@dataclass(frozen=True)
+class AccountSpec:
+    name: str
+    shares: int
+    users: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """A whole cluster: what `hase cluster up` builds."""
+
+    name: str
+    port_base: int
+    slurmd_port_base: int
+    node_groups: tuple[NodeGroup, ...]
+    partitions: tuple[PartitionSpec, ...]
+    accounts: tuple[AccountSpec, ...]
+
+    @property
+    def node_names(self) -> list[str]:
+        return [n for g in self.node_groups for n in g.names]
+
+    @property
+    def gpu_types(self) -> list[str]:
+        return sorted({g.gpu_type for g in self.node_groups})
+
+    def node_port(self, node: str) -> int:
+        return self.slurmd_port_base + self.node_names.index(node)
+
+    @property
+    def slurmctld_port(self) -> int:
+        return self.port_base
+
+    @property
+    def slurmdbd_port(self) -> int:
+        return self.port_base + 2
+
+    @property
+    def mariadb_port(self) -> int:
+        return self.port_base + 3
+
+
+def _field(table: Mapping[str, Any], key: str, kind: type, where: str, default: Any = None) -> Any:
+    if key not in table:
+        if default is None:
+            raise ConfigError(f"{where}: missing required field '{key}'")
+        return default
+    value = table[key]
+    if kind is int and isinstance(value, bool) or not isinstance(value, kind):
+        raise ConfigError(f"{where}.{key}: expected {kind.__name__}, got {value!r}")
+    return value
+
+
+def _positive(value: int, where: str) -> int:
+    if value <= 0:
+        raise ConfigError(f"{where}: must be positive, got {value}")
+    return value
+
+
+def _node_group(raw: Mapping[str, Any], index: int) -> NodeGroup:
+    where = f"nodes[{index}]"
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: expected a table")
+    expr = _field(raw, "name", str, where)
+    try:
+        names = tuple(hostlist.expand(expr))
+    except ValueError as exc:
+        raise ConfigError(f"{where}.name: {exc}") from exc
+    if not names:
+        raise ConfigError(f"{where}.name: names no node")
+    gpu_type = _field(raw, "gpu_type", str, where)
+    if not gpu_type.isidentifier() or gpu_type != gpu_type.lower():
+        raise ConfigError(f"{where}.gpu_type: use a lower-case name like 'a100', got {gpu_type!r}")
+    features = _field(raw, "features", list, where, [gpu_type])
+    if not all(isinstance(f, str) and f.replace("_", "").isalnum() for f in features):
+        raise ConfigError(f"{where}.features: expected a list of alphanumeric names")
+    return NodeGroup(
+        names=names,
+        gpu_type=gpu_type,
+        gpus=_positive(_field(raw, "gpus", int, where), f"{where}.gpus"),
+        cpus=_positive(_field(raw, "cpus", int, where, 8), f"{where}.cpus"),
+        memory_mb=_positive(_field(raw, "memory_mb", int, where, 8000), f"{where}.memory_mb"),
+        features=tuple(features),
+        mps=_field(raw, "mps", int, where, 0),
+    )
+
+
+def parse_spec(data: Mapping[str, Any], source: str = "<spec>") -> ClusterSpec:
+    """Validate a decoded TOML document; ConfigError names the bad field."""
+    name = _field(data, "name", str, source, "hase")
+    port_base = _field(data, "port_base", int, source, 16817)
+    slurmd_base = _field(data, "slurmd_port_base", int, source, 17001)
+    for key, port in (("port_base", port_base), ("slurmd_port_base", slurmd_base)):
+        if not 1024 <= port <= 65000:
+            raise ConfigError(f"{source}.{key}: port {port} outside 1024..65000")
+    raw_nodes = _field(data, "nodes", list, source)
+    groups = tuple(_node_group(raw, i) for i, raw in enumerate(raw_nodes))
+    all_names = [n for g in groups for n in g.names]
+    dupes = sorted({n for n in all_names if all_names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"{source}.nodes: node names repeated: {', '.join(dupes)}")
+    partitions = []
+    for i, raw in enumerate(_field(data, "partitions", list, source, [{"name": "gpu"}])):
+        where = f"partitions[{i}]"
+        part = PartitionSpec(
+            name=_field(raw, "name", str, where),
+            nodes=_field(raw, "nodes", str, where, "ALL"),
+            default=_field(raw, "default", bool, where, i == 0) if "default" in raw else i == 0,
+        )
+        if part.nodes != "ALL":
+            try:
+                unknown = set(hostlist.expand(part.nodes)) - set(all_names)
+            except ValueError as exc:
+                raise ConfigError(f"{where}.nodes: {exc}") from exc
+            if unknown:
+                raise ConfigError(f"{where}.nodes: unknown nodes {', '.join(sorted(unknown))}")
+        partitions.append(part)
+    accounts = []
+    for i, raw in enumerate(_field(data, "accounts", list, source, [])):
+        where = f"accounts[{i}]"
+        users = _field(raw, "users", list, where, ["root"])
+        accounts.append(AccountSpec(
+            name=_field(raw, "name", str, where),
+            shares=_positive(_field(raw, "shares", int, where, 1), f"{where}.shares"),
+            users=tuple(str(u) for u in users),
+        ))
+    return ClusterSpec(name, port_base, slurmd_base, groups, tuple(partitions), tuple(accounts))
+
+
+def load_spec(path: str | Path | None = None) -> ClusterSpec:
+    """Read a spec file; None means the packaged default cluster."""
+    if path is None:
+        text = resources.files(__package__).joinpath("default_cluster.toml").read_text()
+        source = "default_cluster.toml"
+    else:
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read cluster spec {path}: {exc.strerror}") from exc
+        source = str(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+    return parse_spec(data, source)

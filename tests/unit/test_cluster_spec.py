@@ -1,0 +1,79 @@
+"""Cluster spec validation and config rendering (no Slurm needed)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from slurm_hase.errors import ClusterError, ConfigError
+from slurm_hase.slurm import hostlist
+from slurm_hase.slurm.localcluster.manager import LocalCluster
+from slurm_hase.slurm.localcluster.paths import ClusterPaths
+from slurm_hase.slurm.localcluster.render import render_configs
+from slurm_hase.slurm.localcluster.spec import load_spec, parse_spec
+
+
+def test_default_spec_is_heterogeneous() -> None:
+    spec = load_spec(None)
+    assert spec.gpu_types == ["a100", "t4", "v100"]
+    assert len(spec.node_names) == 6
+    assert {a.name for a in spec.accounts} == {"teama", "teamb"}
+    assert spec.node_port("a100-1") == 17001 and spec.node_port("t4-2") == 17006
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        ({"nodes": [{"name": "a-1", "gpus": 4}]}, "nodes[0]: missing required field 'gpu_type'"),
+        ({"nodes": [{"name": "a-1", "gpu_type": "a100", "gpus": "four"}]}, "nodes[0].gpus"),
+        ({"nodes": [{"name": "a-[2-1]", "gpu_type": "a100", "gpus": 1}]}, "nodes[0].name"),
+        ({"nodes": [{"name": "a-1", "gpu_type": "A100", "gpus": 1}]}, "nodes[0].gpu_type"),
+        ({"nodes": [{"name": "a-1", "gpu_type": "a100", "gpus": 0}]}, "nodes[0].gpus"),
+        ({"port_base": 80, "nodes": []}, "port_base"),
+        ({"nodes": [{"name": "a-1", "gpu_type": "a100", "gpus": 1}],
+          "partitions": [{"name": "p", "nodes": "zz-1"}]}, "partitions[0].nodes"),
+        ({}, "missing required field 'nodes'"),
+    ],
+)
+def test_bad_spec_names_the_field(doc: dict[str, object], field: str) -> None:
+    with pytest.raises(ConfigError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        parse_spec(doc)
+
+
+def test_bad_toml_is_a_config_error(tmp_path: Path) -> None:
+    bad = tmp_path / "c.toml"
+    bad.write_text("nodes = [\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_spec(bad)
+
+
+def test_hostlist_roundtrip() -> None:
+    names = hostlist.expand("a100-[1-2,4],t4-[08-10],login")
+    assert names == ["a100-1", "a100-2", "a100-4", "t4-08", "t4-09", "t4-10", "login"]
+    assert hostlist.expand(hostlist.compress(["n1", "n2", "n3", "n5"])) == ["n1", "n2", "n3", "n5"]
+    with pytest.raises(ValueError):
+        hostlist.expand("a[1-")
+
+
+def test_rendered_slurm_conf_has_every_node_and_type(tmp_path: Path) -> None:
+    spec = load_spec(None)
+    files = render_configs(spec, ClusterPaths(tmp_path), db_password="x", cgroup_plugin="autodetect")
+    conf = files["slurm.conf"]
+    assert "NodeName=a100-[1-2] NodeHostname=localhost" in conf
+    assert "Port=17001-17002" in conf and "Gres=gpu:t4:4,mps:400" in conf
+    assert "AccountingStorageTRES=gres/gpu,gres/mps,gres/gpu:a100,gres/gpu:t4,gres/gpu:v100" in conf
+    assert "File=" in files["gres.conf"] and "Name=mps Count=400" in files["gres.conf"]
+    assert files["cgroup.conf"].strip().endswith("CgroupPlugin=autodetect")
+
+
+def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
+    spec = parse_spec({"port_base": 23817, "slurmd_port_base": 23901,
+                       "nodes": [{"name": "x-1", "gpu_type": "t4", "gpus": 1}]})
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 23817))
+        busy.listen()
+        cluster = LocalCluster(spec, ClusterPaths(tmp_path))
+        with pytest.raises(ClusterError, match=r"port 23817 \(wanted by slurmctld\) is already in use"):
+            cluster._check_ports({})
