@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 
-class JobState(str, Enum):
+class JobState(StrEnum):
     """Base job states (Slurm's flags such as REQUEUED are dropped)."""
 
     PENDING = "PENDING"

@@ -17,8 +17,8 @@ from slurm_hase.slurm.localcluster.render import render_configs
 from slurm_hase.slurm.localcluster.services import (
     ProcessTable,
     Service,
-    port_in_use,
     pid_running,
+    port_in_use,
     port_open,
     start_service,
     stop_pid,
