@@ -1,0 +1,108 @@
+"""Helpers shared by the policies: decision diffing, feature strings, speeds, knob checks.
+
+Decision semantics (applied identically by the daemon and the simulator):
+
+* ``Decision.gpu_types`` becomes the job's Features constraint ``"t1|t2"`` (node features are
+  named by the canonical lower-case GPU type key, e.g. ``a100``, ``v100``, ``t4``).
+* ``Decision.nice`` becomes the job's Slurm Nice (higher = later).
+
+``only_changes`` drops every attribute that already matches the job, so a policy run on an
+unchanged queue produces no updates at all (no scontrol update storms).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+from slurm_hase.errors import PolicyError
+from slurm_hase.policy.types import Decision, GpuPool, PendingJob
+
+NICE_MAX = 10_000  # Nice values the policies emit lie in 0..NICE_MAX
+
+
+def features_string(gpu_types: Sequence[str]) -> str:
+    """Slurm Features expression for a set of allowed GPU types ("a100|v100")."""
+    return "|".join(gpu_types)
+
+
+def parse_features(features: str) -> tuple[str, ...]:
+    """Types named in a simple OR constraint ("a100|v100" -> ("a100", "v100")); "" -> ()."""
+    text = features.strip().strip("[]()")
+    if not text:
+        return ()
+    return tuple(p.strip().lower() for p in text.split("|") if p.strip())
+
+
+def only_changes(decisions: Iterable[Decision], pending: Sequence[PendingJob]) -> list[Decision]:
+    """Keep only the attributes that differ from each job's current nice / features.
+
+    Decisions for unknown job ids are dropped; attributes equal to the current value become
+    None; decisions left with nothing to change are removed. Order is preserved.
+    """
+    by_id = {j.job_id: j for j in pending}
+    out: list[Decision] = []
+    for d in decisions:
+        job = by_id.get(d.job_id)
+        if job is None:
+            continue
+        nice = d.nice if d.nice is not None and d.nice != job.nice else None
+        types = d.gpu_types
+        if types is not None and features_string(types) == job.features.strip():
+            types = None
+        if nice is None and types is None:
+            continue
+        out.append(Decision(job_id=d.job_id, nice=nice, gpu_types=types, reason=d.reason))
+    return out
+
+
+def usable_types(job: PendingJob, pools: Mapping[str, GpuPool]) -> list[str]:
+    """Types that have a pool, a finite positive runtime for the job, and enough GPUs."""
+    n = job.num_gpus
+    return sorted(t for t, rt in job.runtime_s.items()
+                  if 0.0 < rt < math.inf and t in pools and n <= pools[t].total_gpus > 0)
+
+
+def relative_speeds(job: PendingJob, types: Sequence[str]) -> dict[str, float]:
+    """r_jk / r_j* for each usable type: best runtime / runtime there (in (0, 1])."""
+    if not types:
+        return {}
+    best = min(job.runtime_s[t] for t in types)
+    return {t: best / job.runtime_s[t] for t in types}
+
+
+def check_knob(name: str, value: float, lo: float, hi: float) -> float:
+    """Return value as float if lo <= value <= hi (finite), else raise PolicyError naming it."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError) as exc:
+        raise PolicyError(f"knob {name!r} must be a number, got {value!r}") from exc
+    if not (math.isfinite(v) and lo <= v <= hi):
+        raise PolicyError(f"knob {name!r}={value!r} out of range [{lo:g}, {hi:g}]")
+    return v
+
+
+NICE_STEP = 10  # nice distance between consecutive levels
+
+
+def nice_levels(order: Sequence[PendingJob], step: int = NICE_STEP,
+                nice_max: int = NICE_MAX) -> list[int]:
+    """Nice values that make Slurm (nice first, then age) run `order` in that order.
+
+    Walks the wanted order and opens a new level only when a job was submitted before one
+    already on the current level (age alone would reorder them), so nice values differ only
+    where the order matters; a queue already in submit order gets all zeros. Level L maps to
+    min(L * step, nice_max): stable when jobs are appended, integer, bounded.
+    """
+    out: list[int] = []
+    level = 0
+    newest: tuple[float, str] | None = None
+    for job in order:
+        key = (job.submit_time, job.job_id)
+        if newest is not None and key < newest:
+            level += 1
+            newest = key
+        elif newest is None or key > newest:
+            newest = key
+        out.append(min(level * step, nice_max))
+    return out

@@ -1,0 +1,66 @@
+"""Policy registry: names -> factories, with knob checking.
+
+Every policy is a frozen dataclass whose float fields (other than ``name``/``summary``) are its
+knobs; ``make_policy("fair", theta=0.3)`` builds one and raises PolicyError for an unknown name
+or knob (the message lists what is known).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+from slurm_hase.errors import PolicyError
+from slurm_hase.policy.fair import FairPolicy
+from slurm_hase.policy.fifo import FifoPolicy
+from slurm_hase.policy.gavel import GavelPolicy
+from slurm_hase.policy.hase import HasePolicy
+from slurm_hase.policy.types import Policy
+
+PolicyFactory = Callable[..., Policy]
+
+POLICIES: Mapping[str, tuple[PolicyFactory, str]] = {
+    "fifo": (FifoPolicy, "Slurm as is: multifactor priority + backfill, no changes"),
+    "hase": (HasePolicy, "hardware-aware: constrain each job to the GPU type that finishes it first"),
+    "fair": (FairPolicy, "spatiotemporal fairness: nice by account deficit, fast GPUs to biggest gainers"),
+    "gavel": (GavelPolicy, "Gavel heterogeneity-aware max-min fairness over effective throughput"),
+}
+
+_NOT_KNOBS = frozenset({"name", "summary"})
+
+
+def list_policies() -> list[tuple[str, str]]:
+    """(name, one-line summary) for every policy, sorted by name."""
+    return sorted((name, summary) for name, (_, summary) in POLICIES.items())
+
+
+def policy_knobs(name: str) -> dict[str, float]:
+    """Knob names of a policy with their defaults."""
+    factory = _factory(name)
+    if not dataclasses.is_dataclass(factory):
+        return {}
+    return {
+        f.name: float(f.default)
+        for f in dataclasses.fields(factory)
+        if f.name not in _NOT_KNOBS and isinstance(f.default, (int, float))
+    }
+
+
+def make_policy(name: str, **knobs: float) -> Policy:
+    """Build policy `name` with `knobs`; PolicyError for an unknown name, knob or value."""
+    factory = _factory(name)
+    known = policy_knobs(name)
+    for knob in knobs:
+        if knob not in known:
+            listed = ", ".join(sorted(known)) or "none"
+            raise PolicyError(f"policy {name!r} has no knob {knob!r} (knobs: {listed})")
+    return factory(**{k: float(v) for k, v in knobs.items()})
+
+
+def _factory(name: str) -> PolicyFactory:
+    try:
+        return POLICIES[name][0]
+    except KeyError:
+        raise PolicyError(
+            f"unknown policy {name!r} (known: {', '.join(sorted(POLICIES))})"
+        ) from None

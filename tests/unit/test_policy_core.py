@@ -1,0 +1,94 @@
+"""Registry, common helpers, fifo and the usage ledger."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_hase.errors import PolicyError
+from slurm_hase.policy.common import nice_levels, only_changes, parse_features
+from slurm_hase.policy.registry import list_policies, make_policy, policy_knobs
+from slurm_hase.policy.types import ClusterState, Decision, GpuPool, PendingJob, RunningJob
+from slurm_hase.policy.usage import UsageLedger
+
+
+def pj(jid: str, submit: float = 0.0, nice: int = 0, features: str = "") -> PendingJob:
+    return PendingJob(jid, "a", "u", submit, 1, {"a100": 10.0}, nice=nice, features=features)
+
+
+def test_registry_lists_and_builds_every_policy() -> None:
+    names = [n for n, _ in list_policies()]
+    assert names == ["fair", "fifo", "gavel", "hase"]
+    for n in names:
+        assert make_policy(n).name == n
+    assert make_policy("fair", theta=0.7).theta == 0.7  # type: ignore[attr-defined]
+    assert policy_knobs("hase")["beta"] == 0.8
+
+
+def test_registry_errors_name_the_problem() -> None:
+    with pytest.raises(PolicyError, match="known: fair, fifo, gavel, hase"):
+        make_policy("nope")
+    with pytest.raises(PolicyError, match="no knob 'gamma'.*theta"):
+        make_policy("fair", gamma=1.0)
+    with pytest.raises(PolicyError, match="theta"):
+        make_policy("fair", theta=2.0)
+
+
+def test_fifo_decides_nothing() -> None:
+    st = ClusterState(0.0, {"a100": GpuPool("a100", 4, 0)}, [pj("1")], [])
+    assert make_policy("fifo").decide(st) == []
+
+
+def test_only_changes_drops_unchanged_attributes() -> None:
+    pending = [pj("1", nice=5, features="a100|t4"), pj("2")]
+    ds = [Decision("1", nice=5, gpu_types=("a100", "t4")),
+          Decision("2", nice=3, gpu_types=None),
+          Decision("9", nice=1)]
+    out = only_changes(ds, pending)
+    assert out == [Decision("2", nice=3)]
+    assert only_changes([Decision("1", nice=6, gpu_types=("a100", "t4"))], pending) == [
+        Decision("1", nice=6)]
+    assert parse_features("a100|T4") == ("a100", "t4")
+
+
+def test_nice_levels_only_distinct_where_order_matters() -> None:
+    a, b, c = pj("1", 1.0), pj("2", 2.0), pj("3", 3.0)
+    assert nice_levels([a, b, c]) == [0, 0, 0]
+    lv = nice_levels([c, a, b])
+    assert lv[0] < lv[1] == lv[2]
+
+
+def test_ledger_halves_after_half_life() -> None:
+    led = UsageLedger(half_life_s=100.0)
+    led.observe([], 0.0)
+    job = RunningJob("1", "acct", "u", "a100", 2, 0.0, 1e9, gpu_fraction=0.5, relative_speed=0.5)
+    led.observe([job], 10.0)
+    after_run = led.usage()["acct"]
+    # rate 2*0.5*0.5 = 0.5 GPU; ~5 GPU-s in 10 s, slightly less because of decay
+    assert 4.5 < after_run < 5.0
+    led.observe([], 110.0)
+    assert led.usage()["acct"] == pytest.approx(after_run / 2)
+
+
+def test_ledger_step_independent_and_roundtrip() -> None:
+    job = RunningJob("1", "x", "u", "t4", 1, 0.0, 1e9)
+    one, many = UsageLedger(50.0), UsageLedger(50.0)
+    one.observe([job], 0.0)
+    one.observe([job], 200.0)
+    many.observe([job], 0.0)
+    for t in range(10, 201, 10):
+        many.observe([job], float(t))
+    assert one.usage()["x"] == pytest.approx(many.usage()["x"])
+    back = UsageLedger.from_dict(many.to_dict())
+    assert back.usage() == many.usage() and back.last_time == 200.0
+    with pytest.raises(PolicyError):
+        UsageLedger.from_dict({"usage": {}})
+    with pytest.raises(PolicyError):
+        UsageLedger(0.0)
+
+
+def test_ledger_counts_only_after_start() -> None:
+    led = UsageLedger(1e12)
+    led.observe([], 0.0)
+    late = RunningJob("1", "x", "u", "t4", 1, 90.0, 1e9)
+    led.observe([late], 100.0)
+    assert led.usage()["x"] == pytest.approx(10.0, rel=1e-6)
