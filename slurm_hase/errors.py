@@ -97,3 +97,11 @@ class PolicyError(HaseError):
 
 class StoreError(HaseError):
     """The state store could not be read or written."""
+
+
+class GpuProbeError(HaseError):
+    """This node's GPUs could not be probed (no NVIDIA driver, NVML failure)."""
+
+
+class OptionalDependencyError(HaseError):
+    """An optional package (e.g. matplotlib for --plot) is not installed."""

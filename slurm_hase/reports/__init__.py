@@ -1,0 +1,1 @@
+"""Fairness and usage reports computed from sacct accounting records."""

@@ -1,0 +1,77 @@
+"""`hase gpu`: probe this node's GPUs (pynvml) and render the MPS prolog/epilog."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import click
+
+from slurm_hase.mps import probe as probe_mod
+from slurm_hase.mps.render import FAILURE_POLICIES, MpsConfig, write_scripts
+
+
+@click.group(name="gpu")
+def gpu() -> None:
+    """This node's GPUs: probe them, render the MPS prolog/epilog."""
+
+
+@gpu.command(name="probe")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--gres", is_flag=True, help="Print suggested gres.conf lines for this node.")
+@click.option("--node", default=None, help="Node name for --gres (default: this host's name).")
+@click.option("--no-mps", is_flag=True, help="With --gres: leave out the Name=mps line.")
+def probe_cmd(as_json: bool, gres: bool, node: str | None, no_mps: bool) -> None:
+    """List real NVIDIA GPUs (fails clearly when there is no driver)."""
+    result = probe_mod.probe()
+    if gres:
+        name = node or socket.gethostname().split(".")[0]
+        lines = probe_mod.gres_lines(result.gpus, name, mps=not no_mps)
+        if as_json:
+            click.echo(json.dumps({"node": name, "gres_conf": lines}, indent=2))
+        else:
+            click.echo("\n".join(lines))
+        return
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2))
+        return
+    click.echo(f"driver {result.driver_version}")
+    header = f"{'idx':>3}  {'type':<10} {'name':<28} {'mem MiB':>8}  {'cc':<4} {'mode':<17} mps  uuid"
+    click.echo(header)
+    for g in result.gpus:
+        click.echo(f"{g.index:>3}  {g.type_key:<10} {g.name[:28]:<28} {g.memory_mib:>8}  "
+                   f"{g.compute_capability:<4} {g.compute_mode:<17} {'yes' if g.mps_capable else 'no ':<3}  {g.uuid}")
+
+
+@click.group(name="mps")
+def mps() -> None:
+    """NVIDIA MPS prolog/epilog for GPU sharing."""
+
+
+@mps.command(name="render")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Directory to write hase-mps-prolog.sh and hase-mps-epilog.sh into.")
+@click.option("--on-failure", type=click.Choice(FAILURE_POLICIES), default="drain", show_default=True,
+              help="drain: exit 1 so Slurm drains the node; ignore: exit 0, job runs without MPS.")
+@click.option("--pipe-dir", default=MpsConfig.pipe_dir, show_default=True,
+              help="Base of per-job CUDA_MPS_PIPE_DIRECTORY (match the SPANK pipe_dir=).")
+@click.option("--log-dir", default=MpsConfig.log_dir, show_default=True,
+              help="Base of per-job CUDA_MPS_LOG_DIRECTORY (match the SPANK log_dir=).")
+@click.option("--mps-control", default=MpsConfig.mps_control, show_default=True,
+              help="nvidia-cuda-mps-control binary (name on PATH or absolute path).")
+@click.option("--log-file", default="", help="Also append log lines to this file.")
+@click.option("--no-syslog", is_flag=True, help="Do not send log lines to syslog (logger).")
+@click.option("--start-timeout", "start_timeout_s", type=int, default=MpsConfig.start_timeout_s,
+              show_default=True, help="Seconds to wait for the MPS control pipe.")
+def render_cmd(out_dir: Path, on_failure: str, pipe_dir: str, log_dir: str, mps_control: str,
+               log_file: str, no_syslog: bool, start_timeout_s: int) -> None:
+    """Render the MPS prolog/epilog scripts for slurm.conf Prolog=/Epilog=."""
+    config = MpsConfig(pipe_dir=pipe_dir, log_dir=log_dir, on_failure=on_failure,
+                       mps_control=mps_control, log_file=log_file, syslog=not no_syslog,
+                       start_timeout_s=start_timeout_s)
+    for kind, path in write_scripts(config, out_dir).items():
+        click.echo(f"{kind}: {path}")
+
+
+gpu.add_command(mps)

@@ -1,0 +1,159 @@
+"""Probe this node's real NVIDIA GPUs through NVML (pynvml) and suggest gres.conf lines."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import re
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from slurm_hase.errors import GpuProbeError, HaseError
+
+COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
+MPS_MIN_CC = (3, 5)  # MPS needs Kepler GK110 (sm_35) or newer
+_VENDOR = {"nvidia", "tesla", "geforce", "quadro", "virtualized"}
+_FORM = re.compile(r"^(pcie|sxm\d?|nvl|hbm\d?e?|\d+gb|mig|cts|dgxs?)$")
+
+TypeResolver = Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One physical GPU as NVML reports it, plus its canonical type key."""
+
+    index: int
+    name: str
+    uuid: str
+    memory_mib: int
+    compute_capability: str  # "8.0"
+    compute_mode: str  # default | exclusive_process | prohibited | exclusive_thread
+    minor_number: int  # N in /dev/nvidiaN
+    type_key: str
+
+    @property
+    def mps_capable(self) -> bool:
+        """MPS can run here: new enough, and compute mode lets processes in."""
+        major, minor = (int(p) for p in self.compute_capability.split("."))
+        return (major, minor) >= MPS_MIN_CC and self.compute_mode in ("default", "exclusive_process")
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready view."""
+        return {**asdict(self), "mps_capable": self.mps_capable}
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """Driver version and GPUs of this node."""
+
+    driver_version: str
+    gpus: tuple[GpuInfo, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready view."""
+        return {"driver_version": self.driver_version, "gpus": [g.as_dict() for g in self.gpus]}
+
+
+def normalise_name(name: str) -> str:
+    """Fallback type key: "NVIDIA A100-SXM4-40GB" -> "a100", "GeForce RTX 2080 Ti" -> "rtx2080ti"."""
+    words = re.sub(r"[^a-z0-9]+", " ", name.lower()).split()
+    kept = [w for w in words if w not in _VENDOR and not _FORM.match(w)]
+    return "".join(kept) or "gpu"
+
+
+def catalog_type_key(name: str) -> str:
+    """Canonical key from slurm_hase.predict.catalog when it knows the name, else normalise_name."""
+    try:
+        catalog = importlib.import_module("slurm_hase.predict.catalog")
+        spec = catalog.resolve_gpu(name)
+        return str(spec.key)
+    except (ImportError, AttributeError, HaseError, KeyError, ValueError):
+        return normalise_name(name)
+
+
+def load_nvml() -> Any:
+    """Import pynvml lazily (it warns about its own deprecation on import)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return importlib.import_module("pynvml")
+    except ImportError as exc:
+        raise GpuProbeError(f"pynvml is not installed ({exc}); pip install pynvml") from None
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def probe(nvml: Any | None = None, resolve: TypeResolver | None = None) -> ProbeResult:
+    """List the GPUs; raises GpuProbeError with NVML's reason when there is no driver/GPU."""
+    nvml = nvml if nvml is not None else load_nvml()
+    resolve = resolve or catalog_type_key
+    error: type[BaseException] = getattr(nvml, "NVMLError", Exception)
+    try:
+        nvml.nvmlInit()
+    except (error, OSError) as exc:
+        raise GpuProbeError(f"no NVIDIA driver found (NVML: {exc})") from None
+    try:
+        driver = _text(nvml.nvmlSystemGetDriverVersion())
+        gpus = []
+        for index in range(int(nvml.nvmlDeviceGetCount())):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            name = _text(nvml.nvmlDeviceGetName(handle))
+            major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
+            mode = int(nvml.nvmlDeviceGetComputeMode(handle))
+            gpus.append(GpuInfo(
+                index=index,
+                name=name,
+                uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+                memory_mib=int(nvml.nvmlDeviceGetMemoryInfo(handle).total) // (1024 * 1024),
+                compute_capability=f"{int(major)}.{int(minor)}",
+                compute_mode=COMPUTE_MODES.get(mode, f"unknown({mode})"),
+                minor_number=int(nvml.nvmlDeviceGetMinorNumber(handle)),
+                type_key=resolve(name),
+            ))
+    except (error, OSError) as exc:
+        raise GpuProbeError(f"NVML query failed: {exc}") from None
+    finally:
+        with contextlib.suppress(error, OSError):
+            nvml.nvmlShutdown()
+    if not gpus:
+        raise GpuProbeError(f"NVIDIA driver {driver} is loaded but reports no GPUs")
+    return ProbeResult(driver_version=driver, gpus=tuple(gpus))
+
+
+def _ranges(numbers: Sequence[int]) -> str:
+    """[0,1,2,5] -> "0-2,5"."""
+    runs: list[list[int]] = []
+    for n in sorted(set(numbers)):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _files(gpus: Sequence[GpuInfo]) -> str:
+    minors = [g.minor_number for g in gpus]
+    if len(minors) == 1:
+        return f"/dev/nvidia{minors[0]}"
+    return f"/dev/nvidia[{_ranges(minors)}]"
+
+
+def gres_lines(gpus: Sequence[GpuInfo], node: str, mps: bool = True) -> list[str]:
+    """Suggested gres.conf lines (one per GPU type, MPS 100 per GPU) and the slurm.conf Gres."""
+    by_type: dict[str, list[GpuInfo]] = {}
+    for gpu in gpus:
+        by_type.setdefault(gpu.type_key, []).append(gpu)
+    lines = [f"NodeName={node} Name=gpu Type={key} File={_files(group)}"
+             for key, group in sorted(by_type.items())]
+    gres = [f"gpu:{key}:{len(group)}" for key, group in sorted(by_type.items())]
+    sharable = [g for g in gpus if g.mps_capable]
+    if mps and sharable:
+        lines.append(f"NodeName={node} Name=mps Count={100 * len(sharable)} File={_files(sharable)}")
+        gres.append(f"mps:{100 * len(sharable)}")
+    features = ",".join(sorted(by_type))
+    lines.append(f"# slurm.conf: NodeName={node} Gres={','.join(gres)} Features={features}")
+    return lines

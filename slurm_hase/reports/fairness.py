@@ -1,0 +1,189 @@
+"""Per-account and per-user GPU usage, normalised usage, shares vs entitlement, Jain's index.
+
+Pure functions over AccountingRecord lists. A job's GPU time is its allocated GPUs (by type)
+times its run time, clipped to the report window when one is given; an MPS job counts its
+share as a fraction of one GPU (``gres/mps=50`` = half a GPU with 100 shares per GPU).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from slurm_hase.slurm.tres import mps_from_tres
+from slurm_hase.slurm.types import AccountingRecord
+
+UNTYPED = "untyped"  # GPUs allocated without a type
+MPS_UNKNOWN = "mps"  # MPS share on a node whose GPU type is unknown
+
+
+def job_gpus(rec: AccountingRecord, node_types: Mapping[str, str] | None = None,
+             mps_per_gpu: int = 100) -> dict[str, float]:
+    """GPUs held by one job, by type (fractional for MPS)."""
+    out: dict[str, float] = {}
+    for gpu_type, count in rec.alloc_gpus.items():
+        key = gpu_type or UNTYPED
+        out[key] = out.get(key, 0.0) + float(count)
+    mps = mps_from_tres(rec.alloc_tres)
+    if mps > 0 and not rec.alloc_gpus:
+        key = (node_types or {}).get(rec.nodes, MPS_UNKNOWN)
+        out[key] = out.get(key, 0.0) + mps / float(mps_per_gpu)
+    return out
+
+
+def run_seconds(rec: AccountingRecord, window: tuple[int, int] | None = None) -> float:
+    """Seconds the job ran, clipped to window=(start, end) epoch seconds when given."""
+    if rec.start_time is None:
+        return 0.0
+    if window is None:
+        return float(max(rec.elapsed_s, 0))
+    end = rec.end_time if rec.end_time is not None else rec.start_time + max(rec.elapsed_s, 0)
+    lo, hi = max(rec.start_time, window[0]), min(end, window[1])
+    return float(max(hi - lo, 0))
+
+
+def guess_node_types(records: Iterable[AccountingRecord]) -> dict[str, str]:
+    """Node -> GPU type seen on it in typed single-node allocations (one type only)."""
+    seen: dict[str, set[str]] = {}
+    for rec in records:
+        typed = [t for t in rec.alloc_gpus if t]
+        if rec.nodes and typed and "," not in rec.nodes and "[" not in rec.nodes:
+            seen.setdefault(rec.nodes, set()).update(typed)
+    return {node: next(iter(types)) for node, types in seen.items() if len(types) == 1}
+
+
+def jain_index(values: Sequence[float]) -> float | None:
+    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 = equal, 1/n = one takes all."""
+    if not values:
+        return None
+    square_sum = sum(v * v for v in values)
+    if square_sum == 0:
+        return 1.0
+    return sum(values) ** 2 / (len(values) * square_sum)
+
+
+@dataclass
+class UsageRow:
+    """Usage of one account (user None) or one user within an account."""
+
+    account: str
+    user: str | None = None
+    jobs: int = 0
+    pending: int = 0
+    gpu_hours: dict[str, float] = field(default_factory=dict)  # by GPU type
+    norm_gpu_hours: float = 0.0
+    share: float = 0.0  # of all normalised GPU-hours in the report
+    entitlement: float | None = None  # normalised sacctmgr shares (accounts only)
+    ratio: float | None = None  # share / entitlement
+    mean_wait_s: float | None = None  # submit -> start, over started jobs
+    _waits: list[float] = field(default_factory=list, repr=False)
+
+    @property
+    def total_gpu_hours(self) -> float:
+        return sum(self.gpu_hours.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready view (hours rounded to 1e-6)."""
+        d = asdict(self)
+        d.pop("_waits")
+        d["gpu_hours"] = {k: round(v, 6) for k, v in sorted(self.gpu_hours.items())}
+        d["total_gpu_hours"] = round(self.total_gpu_hours, 6)
+        d["norm_gpu_hours"] = round(self.norm_gpu_hours, 6)
+        if self.user is None:
+            d.pop("user")
+        return d
+
+
+@dataclass
+class FairnessReport:
+    """The whole report: rows per account and per user, totals, Jain's index over accounts."""
+
+    accounts: list[UsageRow]
+    users: list[UsageRow]
+    gpu_types: list[str]
+    speed_weights: dict[str, float]
+    total_gpu_hours: float
+    total_norm_gpu_hours: float
+    jain_index: float | None
+    jain_basis: str  # "share/entitlement" or "normalised GPU-hours"
+    window: tuple[int, int] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready view."""
+        return {
+            "window": list(self.window) if self.window else None,
+            "gpu_types": self.gpu_types,
+            "speed_weights": self.speed_weights,
+            "total_gpu_hours": round(self.total_gpu_hours, 6),
+            "total_norm_gpu_hours": round(self.total_norm_gpu_hours, 6),
+            "jain_index": None if self.jain_index is None else round(self.jain_index, 6),
+            "jain_basis": self.jain_basis,
+            "accounts": [r.as_dict() for r in self.accounts],
+            "users": [r.as_dict() for r in self.users],
+        }
+
+
+def _add(row: UsageRow, rec: AccountingRecord, hours: Mapping[str, float],
+         weights: Mapping[str, float]) -> None:
+    row.jobs += 1
+    if rec.start_time is None:
+        row.pending += 1
+    elif rec.submit_time is not None:
+        row._waits.append(float(max(rec.start_time - rec.submit_time, 0)))
+    for gpu_type, h in hours.items():
+        row.gpu_hours[gpu_type] = row.gpu_hours.get(gpu_type, 0.0) + h
+        row.norm_gpu_hours += h * weights.get(gpu_type, 1.0)
+
+
+def fairness_report(
+    records: Iterable[AccountingRecord],
+    *,
+    speed_weights: Mapping[str, float] | None = None,
+    shares: Mapping[str, float] | None = None,
+    node_types: Mapping[str, str] | None = None,
+    window: tuple[int, int] | None = None,
+    mps_per_gpu: int = 100,
+) -> FairnessReport:
+    """Build the report. speed_weights: GPU type -> relative speed (missing = 1.0).
+    shares: account -> raw fair-share (sacctmgr); accounts missing from it get entitlement 0
+    and stay out of Jain's index, which is taken over accounts with jobs in the records."""
+    recs = list(records)
+    weights = dict(speed_weights or {})
+    types_by_node = {**guess_node_types(recs), **(node_types or {})}
+    accounts: dict[str, UsageRow] = {}
+    users: dict[tuple[str, str], UsageRow] = {}
+    for rec in recs:
+        secs = run_seconds(rec, window)
+        hours = {t: n * secs / 3600.0 for t, n in job_gpus(rec, types_by_node, mps_per_gpu).items()}
+        acct = accounts.setdefault(rec.account, UsageRow(account=rec.account))
+        user = users.setdefault((rec.account, rec.user), UsageRow(account=rec.account, user=rec.user))
+        _add(acct, rec, hours, weights)
+        _add(user, rec, hours, weights)
+    total_norm = sum(r.norm_gpu_hours for r in accounts.values())
+    share_total = sum(v for v in (shares or {}).values() if v > 0)
+    for row in [*accounts.values(), *users.values()]:
+        row.share = row.norm_gpu_hours / total_norm if total_norm > 0 else 0.0
+        row.mean_wait_s = sum(row._waits) / len(row._waits) if row._waits else None
+    for row in accounts.values():
+        if shares is not None:
+            row.entitlement = max(shares.get(row.account, 0.0), 0.0) / share_total if share_total else 0.0
+            row.ratio = row.share / row.entitlement if row.entitlement else None
+    if shares is not None:
+        basis = "share/entitlement"
+        values = [r.ratio for r in accounts.values() if r.ratio is not None]
+    else:
+        basis = "normalised GPU-hours"
+        values = [r.norm_gpu_hours for r in accounts.values()]
+    types = sorted({t for r in accounts.values() for t in r.gpu_hours})
+    return FairnessReport(
+        accounts=sorted(accounts.values(), key=lambda r: r.account),
+        users=sorted(users.values(), key=lambda r: (r.account, r.user or "")),
+        gpu_types=types,
+        speed_weights={t: weights.get(t, 1.0) for t in types},
+        total_gpu_hours=sum(r.total_gpu_hours for r in accounts.values()),
+        total_norm_gpu_hours=total_norm,
+        jain_index=jain_index(values),
+        jain_basis=basis,
+        window=window,
+    )

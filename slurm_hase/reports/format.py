@@ -1,0 +1,54 @@
+"""Plain-text tables for the usage and fairness reports."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from slurm_hase.reports.fairness import FairnessReport, UsageRow
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(header)]
+    def line(cells: Sequence[str]) -> str:
+        first = cells[0].ljust(widths[0])
+        rest = [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True)]
+        return "  ".join([first, *rest]).rstrip()
+    return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+
+
+def _wait(row: UsageRow) -> str:
+    return "-" if row.mean_wait_s is None else f"{row.mean_wait_s:.0f}s"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def usage_table(report: FairnessReport) -> str:
+    """GPU-hours by type per account and per user, jobs, pending, mean wait."""
+    types = report.gpu_types
+    header = ["account/user", "jobs", "pend", *[f"{t} h" for t in types], "GPU h", "norm h", "wait"]
+    rows: list[list[str]] = []
+    for acct in report.accounts:
+        members = [u for u in report.users if u.account == acct.account]
+        for row, label in [(acct, acct.account), *((u, f"  {u.user}") for u in members)]:
+            rows.append([label, str(row.jobs), str(row.pending),
+                         *[f"{row.gpu_hours.get(t, 0.0):.3f}" for t in types],
+                         f"{row.total_gpu_hours:.3f}", f"{row.norm_gpu_hours:.3f}", _wait(row)])
+    lines = _table(header, rows)
+    weights = ", ".join(f"{t}={w:g}" for t, w in report.speed_weights.items()) or "-"
+    lines += ["", f"total {report.total_gpu_hours:.3f} GPU-hours, "
+                  f"{report.total_norm_gpu_hours:.3f} normalised (weights {weights})"]
+    return "\n".join(lines)
+
+
+def fairness_table(report: FairnessReport) -> str:
+    """Share of normalised GPU-hours vs entitlement per account, and Jain's index."""
+    header = ["account", "jobs", "norm h", "share", "entitled", "ratio", "wait"]
+    rows = [[r.account, str(r.jobs), f"{r.norm_gpu_hours:.3f}", _pct(r.share), _pct(r.entitlement),
+             "-" if r.ratio is None else f"{r.ratio:.2f}", _wait(r)] for r in report.accounts]
+    lines = _table(header, rows)
+    jain = "-" if report.jain_index is None else f"{report.jain_index:.3f}"
+    lines += ["", f"Jain's fairness index over accounts ({report.jain_basis}): {jain}"]
+    return "\n".join(lines)

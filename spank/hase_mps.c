@@ -1,0 +1,224 @@
+/*
+ * hase_mps.c - SPANK plugin for slurm-hase MPS GPU sharing.
+ *
+ * Options (registered with spank_option_register so sbatch/salloc see them too):
+ *   --hase-mps=PERCENT       share of one GPU's SMs (1..100) for this job's tasks
+ *   --hase-share-tag=STR     tag grouping jobs that may share a GPU ([A-Za-z0-9_.-], <= 63)
+ *
+ * Local/allocator context (srun, sbatch, salloc): validates the values (a bad value
+ * makes the command fail with a clear message) and exports SLURM_HASE_MPS /
+ * SLURM_HASE_SHARE_TAG into the job control environment, which Slurm hands to the
+ * Prolog/Epilog as SPANK_SLURM_HASE_MPS / SPANK_SLURM_HASE_SHARE_TAG.
+ *
+ * Remote context (slurmstepd): sets, for every task,
+ *   CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=PERCENT
+ *   CUDA_MPS_PIPE_DIRECTORY=<pipe_dir>/<jobid>
+ *   CUDA_MPS_LOG_DIRECTORY=<log_dir>/<jobid>
+ *   SLURM_HASE_MPS=PERCENT (and SLURM_HASE_SHARE_TAG when given)
+ * The directories match what templates/mps-prolog.sh.j2 starts the daemon with.
+ *
+ * plugstack.conf arguments (all optional):
+ *   pipe_dir=/tmp/hase-mps  log_dir=/tmp/hase-mps-log
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <slurm/spank.h>
+
+SPANK_PLUGIN(hase_mps, 1);
+
+#define HASE_PATH_MAX 1024
+#define HASE_TAG_MAX 64
+
+static int mps_percent = 0; /* 0 = option not given */
+static char share_tag[HASE_TAG_MAX] = "";
+static char pipe_base[HASE_PATH_MAX] = "/tmp/hase-mps";
+static char log_base[HASE_PATH_MAX] = "/tmp/hase-mps-log";
+
+/* Parse a percentage 1..100; return it, or -1 for anything else. */
+static int parse_percent(const char *text)
+{
+    char *end = NULL;
+    long value;
+
+    if (text == NULL || *text == '\0')
+        return -1;
+    errno = 0;
+    value = strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || value < 1 || value > 100)
+        return -1;
+    return (int)value;
+}
+
+static int valid_tag(const char *text)
+{
+    size_t i, n;
+
+    if (text == NULL)
+        return 0;
+    n = strlen(text);
+    if (n == 0 || n >= HASE_TAG_MAX)
+        return 0;
+    for (i = 0; i < n; i++) {
+        char c = text[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                 (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+static int opt_mps(int val, const char *optarg, int remote)
+{
+    int pct = parse_percent(optarg);
+
+    (void)val;
+    (void)remote;
+    if (pct < 0) {
+        slurm_error("hase_mps: --hase-mps=%s is invalid: expected an integer "
+                    "percentage of one GPU from 1 to 100 (e.g. --hase-mps=50)",
+                    optarg ? optarg : "");
+        return -1;
+    }
+    mps_percent = pct;
+    return 0;
+}
+
+static int opt_tag(int val, const char *optarg, int remote)
+{
+    (void)val;
+    (void)remote;
+    if (!valid_tag(optarg)) {
+        slurm_error("hase_mps: --hase-share-tag=%s is invalid: use 1-%d characters "
+                    "from [A-Za-z0-9_.-]", optarg ? optarg : "", HASE_TAG_MAX - 1);
+        return -1;
+    }
+    snprintf(share_tag, sizeof(share_tag), "%s", optarg);
+    return 0;
+}
+
+static struct spank_option hase_options[] = {
+    {"hase-mps", "PERCENT",
+     "slurm-hase: share a GPU through NVIDIA MPS using PERCENT (1-100) of its SMs",
+     1, 0, opt_mps},
+    {"hase-share-tag", "TAG",
+     "slurm-hase: only share GPUs with jobs carrying the same TAG",
+     1, 0, opt_tag},
+    SPANK_OPTIONS_TABLE_END
+};
+
+/* Copy plugstack.conf arguments key=value into the matching buffer. */
+static int parse_args(int ac, char **av)
+{
+    int i;
+
+    for (i = 0; i < ac; i++) {
+        if (strncmp(av[i], "pipe_dir=", 9) == 0 && av[i][9] == '/') {
+            snprintf(pipe_base, sizeof(pipe_base), "%s", av[i] + 9);
+        } else if (strncmp(av[i], "log_dir=", 8) == 0 && av[i][8] == '/') {
+            snprintf(log_base, sizeof(log_base), "%s", av[i] + 8);
+        } else {
+            slurm_error("hase_mps: unknown or invalid plugstack argument '%s' "
+                        "(expected pipe_dir=/abs/path or log_dir=/abs/path)", av[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+    struct spank_option *opt;
+
+    if (parse_args(ac, av) != 0)
+        return -1;
+    for (opt = hase_options; opt->name != NULL; opt++) {
+        spank_err_t rc = spank_option_register(sp, opt);
+        if (rc != ESPANK_SUCCESS) {
+            slurm_error("hase_mps: cannot register --%s: %s", opt->name,
+                        spank_strerror(rc));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* srun/sbatch/salloc: hand the choice to the Prolog/Epilog (as SPANK_SLURM_HASE_*). */
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+    char buf[16];
+    spank_context_t ctx = spank_context();
+
+    (void)ac;
+    (void)av;
+    if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR)
+        return 0;
+    if (mps_percent > 0) {
+        snprintf(buf, sizeof(buf), "%d", mps_percent);
+        if (spank_job_control_setenv(sp, "SLURM_HASE_MPS", buf, 1) != ESPANK_SUCCESS) {
+            slurm_error("hase_mps: cannot export SLURM_HASE_MPS to the prolog");
+            return -1;
+        }
+    }
+    if (share_tag[0] != '\0' &&
+        spank_job_control_setenv(sp, "SLURM_HASE_SHARE_TAG", share_tag, 1) != ESPANK_SUCCESS) {
+        slurm_error("hase_mps: cannot export SLURM_HASE_SHARE_TAG to the prolog");
+        return -1;
+    }
+    return 0;
+}
+
+static int set_env(spank_t sp, const char *name, const char *value)
+{
+    spank_err_t rc = spank_setenv(sp, name, value, 1);
+
+    if (rc != ESPANK_SUCCESS) {
+        slurm_error("hase_mps: cannot set %s: %s", name, spank_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+/* slurmstepd, in each task before exec: point CUDA at the job's MPS daemon. */
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+    uint32_t job_id = 0;
+    char pct[16];
+    char path[HASE_PATH_MAX + 16];
+
+    (void)ac;
+    (void)av;
+    if (!spank_remote(sp) || mps_percent <= 0)
+        return 0;
+    if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS) {
+        slurm_error("hase_mps: cannot read the job id");
+        return -1;
+    }
+    snprintf(pct, sizeof(pct), "%d", mps_percent);
+    if (set_env(sp, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", pct) != 0 ||
+        set_env(sp, "SLURM_HASE_MPS", pct) != 0)
+        return -1;
+    snprintf(path, sizeof(path), "%s/%u", pipe_base, (unsigned int)job_id);
+    if (set_env(sp, "CUDA_MPS_PIPE_DIRECTORY", path) != 0)
+        return -1;
+    snprintf(path, sizeof(path), "%s/%u", log_base, (unsigned int)job_id);
+    if (set_env(sp, "CUDA_MPS_LOG_DIRECTORY", path) != 0)
+        return -1;
+    if (share_tag[0] != '\0' && set_env(sp, "SLURM_HASE_SHARE_TAG", share_tag) != 0)
+        return -1;
+    return 0;
+}
+
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+    (void)sp;
+    (void)ac;
+    (void)av;
+    mps_percent = 0;
+    share_tag[0] = '\0';
+    return 0;
+}

@@ -1,0 +1,115 @@
+"""`hase report usage|fairness`: table, --json, --account, --shares, --plot, live backend seam."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from slurm_hase.cli import report_cmd
+from slurm_hase.cli.main import cli
+from slurm_hase.errors import OptionalDependencyError, SlurmCommandError
+from slurm_hase.slurm.types import AccountingRecord, JobState, Node
+
+
+@pytest.fixture()
+def capture(shared_data: Path) -> Path:
+    return shared_data / "slurm-captures" / "24.11" / "sacct.json"
+
+
+def _invoke(*args: str) -> Any:
+    return CliRunner().invoke(cli, ["report", *args])
+
+
+def test_usage_table(capture: Path) -> None:
+    res = _invoke("usage", "--input", str(capture), "--weights", "none")
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[0].split() == ["account/user", "jobs", "pend", "a100", "h", "t4", "h", "v100", "h",
+                                "GPU", "h", "norm", "h", "wait"]
+    assert lines[2].split()[:3] == ["teama", "6", "1"]
+    assert any(ln.split()[:1] == ["root"] for ln in lines)
+
+
+def test_fairness_json_with_shares_and_account_filter(capture: Path) -> None:
+    res = _invoke("fairness", "--input", str(capture), "--shares", "teama=2,teamb=1",
+                  "--weights", "a100=1,v100=0.5,t4=0.25", "--json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["jain_basis"] == "share/entitlement"
+    assert [a["entitlement"] for a in data["accounts"]] == [pytest.approx(2 / 3), pytest.approx(1 / 3)]
+    assert data["speed_weights"] == {"a100": 1.0, "t4": 0.25, "v100": 0.5}
+    res = _invoke("fairness", "--input", str(capture), "--account", "teamb", "--json")
+    data = json.loads(res.output)
+    assert [a["account"] for a in data["accounts"]] == ["teamb"]
+    assert data["jain_index"] == 1.0
+
+
+def test_usage_json_has_users(capture: Path) -> None:
+    data = json.loads(_invoke("usage", "--input", str(capture), "--json").output)
+    assert {u["user"] for u in data["users"]} == {"root"}
+    assert "jain_index" not in data
+
+
+def test_bad_shares_is_config_error(capture: Path) -> None:
+    res = _invoke("fairness", "--input", str(capture), "--shares", "teama")
+    assert res.exit_code != 0 and "bad --shares" in str(res.exception)
+
+
+def test_plot_writes_png_or_fails_clearly(capture: Path, tmp_path: Path) -> None:
+    out = tmp_path / "fair.png"
+    res = _invoke("fairness", "--input", str(capture), "--plot", str(out))
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert isinstance(res.exception, OptionalDependencyError)
+        assert "matplotlib" in str(res.exception)
+        return
+    assert res.exit_code == 0, res.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_without_matplotlib(monkeypatch: pytest.MonkeyPatch, capture: Path, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    res = _invoke("fairness", "--input", str(capture), "--plot", str(tmp_path / "x.png"))
+    assert isinstance(res.exception, OptionalDependencyError)
+    assert "pip install" in str(res.exception)
+    assert not (tmp_path / "x.png").exists()
+
+
+class FakeBackend:
+    """Live-mode seam: accounting, shares (failing), nodes."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def accounting(self, *, since: str, until: str) -> list[AccountingRecord]:
+        self.calls.append((since, until))
+        return [
+            AccountingRecord("1", "j", "a", "u", JobState.COMPLETED, submit_time=0, start_time=0,
+                             end_time=3600, elapsed_s=3600, alloc_tres={"gres/mps": "50"},
+                             nodes="t4-1"),
+        ]
+
+    def account_shares(self) -> dict[str, float]:
+        raise SlurmCommandError(["sacctmgr"], 1, "down")
+
+    def nodes(self) -> list[Node]:
+        return [Node("t4-1", "IDLE", gpus={"t4": 4})]
+
+
+def test_live_mode_uses_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = FakeBackend()
+    monkeypatch.setattr(report_cmd, "_backend", lambda: backend)
+    res = _invoke("usage", "--since", "2026-01-01", "--until", "now", "--json", "--weights", "none")
+    assert res.exit_code == 0, res.output
+    assert backend.calls == [("2026-01-01", "now")]
+    data = json.loads(res.output)
+    assert data["accounts"][0]["gpu_hours"] == {"t4": 0.0}  # clipped: the job ran in 1970
+    res = _invoke("usage", "--since", "bogus", "--json", "--weights", "none")
+    assert json.loads(res.output)["accounts"][0]["gpu_hours"] == {"t4": 0.5}

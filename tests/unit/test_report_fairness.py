@@ -1,0 +1,150 @@
+"""Fairness report core: hand-built records with known answers, and the real sacct captures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slurm_hase.errors import ConfigError
+from slurm_hase.reports.fairness import (
+    fairness_report,
+    guess_node_types,
+    jain_index,
+    job_gpus,
+    run_seconds,
+)
+from slurm_hase.reports.weights import catalog_weights, parse_weights
+from slurm_hase.reports.window import to_epoch, window
+from slurm_hase.slurm.types import AccountingRecord, JobState
+
+
+def rec(job: str, account: str, user: str, gpus: dict[str, int], secs: int, *,
+        submit: int = 0, start: int | None = 10, mps: int = 0, node: str = "n1") -> AccountingRecord:
+    tres = {f"gres/gpu:{t}": str(n) for t, n in gpus.items() if t}
+    if mps:
+        tres["gres/mps"] = str(mps)
+    return AccountingRecord(
+        job_id=job, name=job, account=account, user=user,
+        state=JobState.COMPLETED if start is not None else JobState.PENDING,
+        submit_time=submit, start_time=start,
+        end_time=None if start is None else start + secs, elapsed_s=secs,
+        alloc_tres=tres, alloc_gpus=dict(gpus), nodes=node,
+    )
+
+
+def test_jain_index_known_values() -> None:
+    assert jain_index([1.0, 1.0, 1.0]) == pytest.approx(1.0)
+    assert jain_index([1.0, 0.0, 0.0, 0.0]) == pytest.approx(0.25)
+    assert jain_index([3.0, 1.0]) == pytest.approx(16 / 20)
+    assert jain_index([]) is None
+    assert jain_index([0.0, 0.0]) == 1.0
+
+
+def test_hours_by_type_normalised_and_shares() -> None:
+    records = [
+        rec("1", "a", "alice", {"a100": 2}, 3600),          # 2 a100-h
+        rec("2", "a", "bob", {"t4": 4}, 1800),              # 2 t4-h
+        rec("3", "b", "carol", {"t4": 1}, 7200, submit=0, start=100),  # 2 t4-h, waited 100 s
+        rec("4", "b", "carol", {}, 0, start=None),          # pending
+    ]
+    rep = fairness_report(records, speed_weights={"a100": 1.0, "t4": 0.25}, shares={"a": 1, "b": 3})
+    a, b = rep.accounts
+    assert a.gpu_hours == {"a100": pytest.approx(2.0), "t4": pytest.approx(2.0)}
+    assert a.norm_gpu_hours == pytest.approx(2.5)
+    assert b.norm_gpu_hours == pytest.approx(0.5)
+    assert a.share == pytest.approx(2.5 / 3) and b.share == pytest.approx(0.5 / 3)
+    assert a.entitlement == pytest.approx(0.25) and b.entitlement == pytest.approx(0.75)
+    assert a.ratio == pytest.approx((2.5 / 3) / 0.25)
+    assert a.ratio is not None and b.ratio is not None
+    ratios = [a.ratio, b.ratio]
+    assert rep.jain_index == pytest.approx(sum(ratios) ** 2 / (2 * sum(r * r for r in ratios)))
+    assert rep.jain_basis == "share/entitlement"
+    assert (b.jobs, b.pending, b.mean_wait_s) == (2, 1, 100.0)
+    assert a.mean_wait_s == 10.0
+    assert [(u.account, u.user) for u in rep.users] == [("a", "alice"), ("a", "bob"), ("b", "carol")]
+    assert rep.users[1].gpu_hours == {"t4": pytest.approx(2.0)}
+    assert rep.total_gpu_hours == pytest.approx(6.0)
+    assert rep.speed_weights == {"a100": 1.0, "t4": 0.25}
+
+
+def test_without_shares_jain_uses_normalised_hours() -> None:
+    records = [rec("1", "a", "u", {"v100": 1}, 3600), rec("2", "b", "u", {"v100": 1}, 3600)]
+    rep = fairness_report(records)
+    assert rep.jain_index == pytest.approx(1.0)
+    assert rep.jain_basis == "normalised GPU-hours"
+    assert all(r.entitlement is None and r.ratio is None for r in rep.accounts)
+
+
+def test_account_without_shares_entry_is_left_out_of_jain() -> None:
+    records = [rec("1", "a", "u", {"v100": 1}, 3600), rec("2", "x", "u", {"v100": 9}, 3600)]
+    rep = fairness_report(records, shares={"a": 1})
+    x = next(r for r in rep.accounts if r.account == "x")
+    assert x.entitlement == 0.0 and x.ratio is None
+    assert rep.jain_index == pytest.approx(1.0)  # only "a" counts
+
+
+def test_mps_share_counts_as_fraction_on_node_type() -> None:
+    records = [rec("1", "a", "u", {"a100": 1}, 60, node="gpu-7"),
+               rec("2", "a", "u", {}, 3600, mps=25, node="gpu-7"),
+               rec("3", "a", "u", {}, 3600, mps=50, node="other")]
+    assert guess_node_types(records) == {"gpu-7": "a100"}
+    assert job_gpus(records[1], {"gpu-7": "a100"}) == {"a100": 0.25}
+    assert job_gpus(records[2], {}) == {"mps": 0.5}
+    assert job_gpus(records[2], {}, mps_per_gpu=200) == {"mps": 0.25}
+    rep = fairness_report(records)
+    assert rep.accounts[0].gpu_hours == {"a100": pytest.approx(60 / 3600 + 0.25), "mps": 0.5}
+
+
+def test_untyped_gpus_and_window_clipping() -> None:
+    r = rec("1", "a", "u", {"": 2}, 1000, start=500)
+    assert job_gpus(r) == {"untyped": 2.0}
+    assert run_seconds(r) == 1000
+    assert run_seconds(r, (1000, 10_000)) == 500
+    assert run_seconds(r, (0, 600)) == 100
+    assert run_seconds(r, (2000, 3000)) == 0
+    running = AccountingRecord("2", "r", "a", "u", JobState.RUNNING, start_time=100, elapsed_s=50)
+    assert run_seconds(running, (120, 1000)) == 30
+
+
+def test_window_parsing() -> None:
+    now = 1_000_000.0
+    assert to_epoch("now", now) == 1_000_000
+    assert to_epoch("now-2days", now) == 1_000_000 - 2 * 86400
+    assert to_epoch("now-3hours", now) == 1_000_000 - 3 * 3600
+    assert to_epoch("2026-11-29T22:41:13", now) is not None
+    assert to_epoch("yesterday-ish", now) is None
+    assert window("now-1day", "now", now) == (1_000_000 - 86400, 1_000_000)
+    assert window("teatime", "now", now) is None
+
+
+def test_weights_parsing_and_catalog() -> None:
+    assert parse_weights("a100=1, t4=0.2") == {"a100": 1.0, "t4": 0.2}
+    for bad in ("a100", "a100=x", "=1", "t4=-1"):
+        with pytest.raises(ConfigError, match="bad weight"):
+            parse_weights(bad)
+    w = catalog_weights(["a100", "t4", "nonesuch"])
+    assert w["nonesuch"] == 1.0
+    assert 0 < w["t4"] < w["a100"] <= 1.0
+
+
+@pytest.mark.parametrize("version", ["22.05", "24.11"])
+def test_real_sacct_captures(shared_data: Path, version: str) -> None:
+    from slurm_hase.slurm.parse_json_sacct import parse_sacct_json
+
+    raw = (shared_data / "slurm-captures" / version / "sacct.json").read_text()
+    rep = fairness_report(parse_sacct_json(raw), speed_weights={"a100": 1.0, "v100": 0.5, "t4": 0.25},
+                          shares={"teama": 1, "teamb": 1})
+    by = {r.account: r for r in rep.accounts}
+    assert set(by) == {"teama", "teamb"}
+    # done-a100 (1 GPU, 1 s) + done-mps (50 shares on a100-1, 1 s), fail-v100 ran 0 s
+    teama_a100 = (1 + 0.5) / 3600
+    teamb_t4 = 2 * 2 / 3600  # done-t4: 2 GPUs, 2 s
+    if version == "24.11":  # plus the running run-a100 / run-mps (2 s so far) and run-v100 (2x2 s)
+        teama_a100 += (1 + 0.5) * 2 / 3600
+        assert by["teamb"].gpu_hours["v100"] == pytest.approx(4 / 3600)
+        assert (by["teamb"].jobs, by["teamb"].pending) == (5, 3)
+    assert by["teama"].gpu_hours["a100"] == pytest.approx(teama_a100)
+    assert by["teamb"].gpu_hours["t4"] == pytest.approx(teamb_t4)
+    assert by["teama"].mean_wait_s is not None and by["teama"].mean_wait_s >= 1.0
+    assert rep.jain_index is not None and 0.5 <= rep.jain_index < 1.0
