@@ -63,7 +63,7 @@ def test_rendered_slurm_conf_has_every_node_and_type(tmp_path: Path) -> None:
     conf = files["slurm.conf"]
     assert "NodeName=a100-[1-2] NodeHostname=localhost" in conf
     assert "Port=17001-17002" in conf and "Gres=gpu:t4:4,mps:400" in conf
-    assert "AccountingStorageTRES=gres/gpu,gres/mps,gres/gpu:a100,gres/gpu:t4,gres/gpu:v100" in conf
+    assert "AccountingStorageTRES=gres/gpu,gres/mps,gres/gpu:a100,gres/gpu:t4,gres/gpu:v100\n" in conf
     assert "File=" in files["gres.conf"] and "Name=mps Count=400" in files["gres.conf"]
     assert files["cgroup.conf"].strip().endswith("CgroupPlugin=autodetect")
 

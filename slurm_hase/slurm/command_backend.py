@@ -1,0 +1,164 @@
+"""SlurmBackend over Slurm's own commands (squeue, scontrol, sacct, sbatch...) via a Runner.
+
+Reads: jobs from ``squeue --json`` (finished jobs dropped, as 22.05 lists them), nodes and
+partitions from ``scontrol show ... -o`` (same shape on every version), accounting from
+``sacct -P`` with an unambiguous delimiter (22.05's JSON loses exit codes), shares from sacctmgr.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from slurm_hase.errors import (
+    JobNotFoundError,
+    SlurmCommandError,
+    SlurmParseError,
+    SlurmUnavailableError,
+)
+from slurm_hase.slurm import commands
+from slurm_hase.slurm.parse_json import parse_squeue_json, reported_errors
+from slurm_hase.slurm.parse_sacct_text import parse_sacct_parsable
+from slurm_hase.slurm.parse_text import (
+    parse_sacctmgr_shares,
+    parse_scontrol_jobs,
+    parse_scontrol_nodes,
+    parse_scontrol_partitions,
+    parse_version,
+)
+from slurm_hase.slurm.runner import CommandResult, Runner
+from slurm_hase.slurm.types import AccountingRecord, Job, JobState, JobUpdate, Node, Partition
+
+UNAVAILABLE_MARKERS = (
+    "Unable to contact slurm controller",
+    "Socket timed out",
+    "Connection refused",
+    "Could not establish a configuration source",
+    "Unable to establish connection",
+    "Problem talking to the database",
+    "Zero Bytes were transmitted or received",
+    "Unexpected message received",  # 22.05 scontrol update/hold with slurmctld down
+    "Failed while looking for",  # 22.05 squeue/sinfo --json: exit 0, the error in the JSON
+)
+NOT_FOUND_MARKERS = (
+    "Invalid job id specified",
+    "Job/step already completing or completed",
+    "Job has already finished",
+)
+FINISHED = frozenset({
+    JobState.COMPLETED, JobState.CANCELLED, JobState.FAILED, JobState.TIMEOUT,
+    JobState.NODE_FAIL, JobState.PREEMPTED, JobState.OUT_OF_MEMORY, JobState.BOOT_FAIL,
+    JobState.DEADLINE,
+})
+
+
+def classify_failure(result: CommandResult, job_id: str | None = None) -> Exception:
+    """The typed error for a failed command, judged by its stderr."""
+    err = result.stderr
+    if job_id is not None and any(m.lower() in err.lower() for m in NOT_FOUND_MARKERS):
+        return JobNotFoundError(job_id)
+    if any(m.lower() in err.lower() for m in UNAVAILABLE_MARKERS):
+        return SlurmUnavailableError(list(result.argv), result.returncode, err)
+    return SlurmCommandError(list(result.argv), result.returncode, err)
+
+
+def live_jobs(jobs: Sequence[Job]) -> list[Job]:
+    """Jobs that still pend or run (what squeue shows by default on every version)."""
+    return [j for j in jobs if j.state not in FINISHED]
+
+
+class CommandBackend:
+    """SlurmBackend that runs Slurm's commands through `runner`."""
+
+    def __init__(
+        self, runner: Runner, *, version: tuple[int, int] | None = None, timeout_s: float = 60.0
+    ) -> None:
+        self.runner = runner
+        self.timeout_s = timeout_s
+        self._version = version
+        self._version_text = f"{version[0]}.{version[1]:02d}" if version else None
+
+    def _run(self, argv: Sequence[str], *, stdin: str | None = None,
+             job_id: str | None = None) -> str:
+        result = self.runner.run(argv, stdin=stdin, timeout_s=self.timeout_s)
+        if result.returncode != 0:
+            raise classify_failure(result, job_id)
+        return result.stdout
+
+    def _run_json(self, argv: Sequence[str]) -> str:
+        """Run a --json command; errors Slurm reports inside the JSON become typed errors."""
+        out = self._run(argv)
+        errors = reported_errors(out)
+        if errors:
+            raise classify_failure(CommandResult(tuple(argv), 0, out, "; ".join(errors)))
+        return out
+
+    def _detect(self) -> None:
+        parsed = parse_version(self._run(commands.version()))
+        self._version, self._version_text = parsed.tuple, parsed.text
+
+    def version(self) -> str:
+        """Slurm's version, e.g. ``22.05.8`` (asked once, lazily)."""
+        if self._version_text is None:
+            self._detect()
+        assert self._version_text is not None
+        return self._version_text
+
+    def version_tuple(self) -> tuple[int, int]:
+        """(major, minor), e.g. (22, 5)."""
+        if self._version is None:
+            self._detect()
+        assert self._version is not None
+        return self._version
+
+    def jobs(self) -> list[Job]:
+        """Pending and running jobs."""
+        return live_jobs(parse_squeue_json(self._run_json(commands.squeue_json())))
+
+    def job(self, job_id: str) -> Job:
+        """One job from ``scontrol show job``; JobNotFoundError if slurmctld forgot it."""
+        found = parse_scontrol_jobs(self._run(commands.show_jobs(job_id), job_id=job_id))
+        if not found:
+            raise JobNotFoundError(job_id)
+        return found[0]
+
+    def nodes(self) -> list[Node]:
+        return parse_scontrol_nodes(self._run(commands.show_nodes()))
+
+    def partitions(self) -> list[Partition]:
+        return parse_scontrol_partitions(self._run(commands.show_partitions()))
+
+    def accounting(
+        self, *, since: str = "now-1day", until: str = "now", job_ids: Sequence[str] = ()
+    ) -> list[AccountingRecord]:
+        """sacct allocations in a window (or for `job_ids`, window ignored)."""
+        argv = commands.sacct_parsable(since=since, until=until, job_ids=job_ids)
+        return parse_sacct_parsable(self._run(argv), delimiter=commands.SACCT_DELIMITER)
+
+    def account_shares(self) -> dict[str, float]:
+        return parse_sacctmgr_shares(self._run(commands.sacctmgr_shares()))
+
+    def submit(self, args: Sequence[str], script: str | None = None) -> str:
+        """sbatch; returns the new job id."""
+        out = self._run(commands.sbatch(args), stdin=script).strip()
+        job_id = out.splitlines()[-1].split(";")[0].strip() if out else ""
+        if not job_id.isdigit():
+            raise SlurmParseError("sbatch --parsable", f"no job id in {out!r}")
+        return job_id
+
+    def update_job(self, job_id: str, update: JobUpdate) -> None:
+        """scontrol update; an empty update runs nothing."""
+        if update.is_empty():
+            return
+        self._run(commands.update_job(job_id, update), job_id=job_id)
+
+    def hold(self, job_id: str) -> None:
+        self._run(commands.hold(job_id), job_id=job_id)
+
+    def release(self, job_id: str) -> None:
+        self._run(commands.release(job_id), job_id=job_id)
+
+    def requeue(self, job_id: str) -> None:
+        self._run(commands.requeue(job_id), job_id=job_id)
+
+    def cancel(self, job_id: str) -> None:
+        self._run(commands.cancel(job_id), job_id=job_id)

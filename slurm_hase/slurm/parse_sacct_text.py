@@ -1,0 +1,71 @@
+"""Parse ``sacct -P`` text (with its header line) into AccountingRecords.
+
+With the default ``|`` delimiter a Constraints value such as ``a100|v100`` adds fields; surplus
+fields are joined back into Constraints (or the last column if Constraints is not shown). Use
+commands.SACCT_DELIMITER to avoid the ambiguity altogether.
+"""
+
+from __future__ import annotations
+
+from slurm_hase.errors import SlurmParseError
+from slurm_hase.slurm.parse_text import parse_local_time
+from slurm_hase.slurm.tres import gpus_from_tres, parse_tres_list
+from slurm_hase.slurm.types import AccountingRecord, JobState
+
+WHAT = "sacct -P"
+REQUIRED = ("JobID", "JobName", "Account", "User", "State")
+
+
+def _row(fields: list[str], header: list[str], delimiter: str) -> dict[str, str]:
+    extra = len(fields) - len(header)
+    if extra < 0:
+        raise SlurmParseError(WHAT, f"{len(fields)} fields, header has {len(header)}: {fields[:2]}")
+    if extra > 0:
+        at = header.index("Constraints") if "Constraints" in header else len(header) - 1
+        fields = fields[:at] + [delimiter.join(fields[at:at + extra + 1])] + fields[at + extra + 1:]
+    return dict(zip(header, fields, strict=True))
+
+
+def _elapsed(value: str) -> int:
+    v = value.strip()
+    if not v:
+        return 0
+    if not v.isdigit():
+        raise SlurmParseError(WHAT, f"ElapsedRaw is not an integer: {value!r}")
+    return int(v)
+
+
+def _record(row: dict[str, str]) -> AccountingRecord:
+    alloc = parse_tres_list(row.get("AllocTRES"))
+    nodes = row.get("NodeList", "")
+    return AccountingRecord(
+        job_id=row["JobID"],
+        name=row["JobName"],
+        account=row["Account"],
+        user=row["User"],
+        state=JobState.parse(row["State"]),
+        exit_code=row.get("ExitCode", ""),
+        partition=row.get("Partition", ""),
+        submit_time=parse_local_time(row.get("Submit", "")),
+        start_time=parse_local_time(row.get("Start", "")),
+        end_time=parse_local_time(row.get("End", "")),
+        elapsed_s=_elapsed(row.get("ElapsedRaw", "")),
+        req_tres=parse_tres_list(row.get("ReqTRES")),
+        alloc_tres=alloc,
+        alloc_gpus=gpus_from_tres(alloc),
+        constraints=row.get("Constraints", ""),
+        nodes="" if nodes in ("None assigned", "(null)") else nodes,
+        comment=row.get("Comment", ""),
+    )
+
+
+def parse_sacct_parsable(raw: str, delimiter: str = "|") -> list[AccountingRecord]:
+    """``sacct -P`` output whose first line is the header -> records."""
+    lines = [ln for ln in raw.splitlines() if ln.strip()]
+    if not lines:
+        return []
+    header = lines[0].split(delimiter)
+    missing = [k for k in REQUIRED if k not in header]
+    if missing:
+        raise SlurmParseError(WHAT, f"header lacks {missing}: {lines[0][:80]!r}")
+    return [_record(_row(ln.split(delimiter), header, delimiter)) for ln in lines[1:]]

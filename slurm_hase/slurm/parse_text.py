@@ -1,0 +1,274 @@
+"""Parse Slurm's text output: ``scontrol show job|node|partition -o``, ``sinfo --version``,
+``sacctmgr ... -P -n`` and shared helpers (hostlists, local timestamps, durations).
+
+``sacct -P`` lives in parse_sacct_text.py. Text timestamps are in the local time zone.
+Limitation: ``scontrol -o`` does not quote values, so a Comment containing `` Key=`` (a space,
+then a capitalised word and ``=``) is cut there.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+from slurm_hase.errors import SlurmParseError
+from slurm_hase.slurm.tres import gpu_request, gpus_from_tres, mps_from_tres, node_gres_counts
+from slurm_hase.slurm.types import Job, JobState, Node, Partition
+
+_KEY = re.compile(r"(?:(?<=\s)|^)([A-Z][A-Za-z0-9_:/]*)=")
+_NULLS = {"(null)", "N/A"}
+_VERSION = re.compile(r"\b(\d+)\.(\d+)(?:\.(\d+))?")
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+@dataclass(frozen=True)
+class SlurmVersion:
+    """A parsed ``sinfo --version``."""
+
+    major: int
+    minor: int
+    micro: int
+    text: str
+
+    @property
+    def tuple(self) -> tuple[int, int]:
+        return (self.major, self.minor)
+
+
+def parse_version(raw: str) -> SlurmVersion:
+    """``slurm-wlm 22.05.8`` / ``slurm 24.11.5`` -> SlurmVersion."""
+    m = _VERSION.search(raw or "")
+    if not m:
+        raise SlurmParseError("sinfo --version", f"no version number in {raw.strip()!r}")
+    return SlurmVersion(int(m[1]), int(m[2]), int(m[3] or 0), m.group(0))
+
+
+def parse_local_time(value: str) -> int | None:
+    """``2026-11-29T22:41:13`` (local time) -> epoch; Unknown/None/N/A/"" -> None."""
+    v = value.strip()
+    if v in ("", "Unknown", "None", "N/A", "(null)", "0"):
+        return None
+    try:
+        return int(time.mktime(time.strptime(v, "%Y-%m-%dT%H:%M:%S")))
+    except ValueError as exc:
+        raise SlurmParseError("timestamp", f"bad time {value!r}") from exc
+
+
+def parse_duration(value: str) -> int | None:
+    """``[D-]HH:MM:SS`` / ``MM:SS`` / ``MM`` -> seconds; UNLIMITED/INFINITE/NONE -> None."""
+    v = value.strip()
+    if v.upper() in ("UNLIMITED", "INFINITE", "NONE", "N/A", "", "PARTITION_LIMIT"):
+        return None
+    days = 0
+    if "-" in v:
+        d, _, v = v.partition("-")
+        days = _int(d, "duration")
+    parts = [_int(p, "duration") for p in v.split(":")]
+    if len(parts) == 3:
+        secs = parts[0] * 3600 + parts[1] * 60 + parts[2]
+    elif len(parts) == 2:
+        secs = parts[0] * 60 + parts[1]
+    elif len(parts) == 1:
+        secs = parts[0] * 60
+    else:
+        raise SlurmParseError("duration", f"bad duration {value!r}")
+    return days * 86400 + secs
+
+
+def _int(value: str, what: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError as exc:
+        raise SlurmParseError(what, f"not an integer: {value!r}") from exc
+
+
+def expand_hostlist(expr: str) -> list[str]:
+    """``a100-[1-2],t4-1`` -> [a100-1, a100-2, t4-1] (zero padding kept)."""
+    if expr.strip() in ("", "(null)"):
+        return []
+    out: list[str] = []
+    for part in _split_outside_brackets(expr.strip()):
+        out.extend(_expand_one(part))
+    return out
+
+
+def _split_outside_brackets(expr: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in expr:
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if depth != 0:
+        raise SlurmParseError("hostlist", f"unbalanced brackets in {expr!r}")
+    parts.append(cur)
+    return [p for p in parts if p]
+
+
+def _expand_one(name: str) -> list[str]:
+    start = name.find("[")
+    if start < 0:
+        return [name]
+    end = name.find("]", start)
+    head, body, tail = name[:start], name[start + 1:end], name[end + 1:]
+    out: list[str] = []
+    for rng in body.split(","):
+        m = _RANGE.match(rng)
+        if not m:
+            raise SlurmParseError("hostlist", f"bad range {rng!r} in {name!r}")
+        lo, hi = m[1], m[2] or m[1]
+        for i in range(int(lo), int(hi) + 1):
+            out.extend(_expand_one(f"{head}{str(i).zfill(len(lo))}{tail}"))
+    return out
+
+
+def parse_kv_line(line: str) -> dict[str, str]:
+    """One ``scontrol -o`` record -> {key: value}; values may contain spaces."""
+    matches = list(_KEY.finditer(line))
+    out: dict[str, str] = {}
+    for i, m in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
+        out.setdefault(m[1], line[m.end():end].strip())
+    return out
+
+
+def _records(raw: str, first_key: str, what: str) -> list[dict[str, str]]:
+    recs: list[dict[str, str]] = []
+    for line in raw.splitlines():
+        if not line.strip() or line.startswith("No jobs in the system"):
+            continue
+        rec = parse_kv_line(line)
+        if not line.startswith(f"{first_key}=") or not rec.get(first_key):
+            raise SlurmParseError(what, f"line does not start with {first_key}=: {line[:60]!r}")
+        recs.append(rec)
+    return recs
+
+
+def _need(rec: dict[str, str], keys: tuple[str, ...], what: str) -> None:
+    missing = [k for k in keys if k not in rec]
+    if missing:
+        raise SlurmParseError(what, f"record {next(iter(rec.values()))}: missing {missing}")
+
+
+def _val(rec: dict[str, str], key: str) -> str:
+    v = rec.get(key, "")
+    return "" if v in _NULLS else v
+
+
+_JOB_KEYS = ("JobId", "JobName", "UserId", "Priority", "Nice", "Account", "JobState", "Reason",
+             "TimeLimit", "SubmitTime", "StartTime", "EndTime", "Partition", "NodeList", "Features")
+
+
+def _job(rec: dict[str, str]) -> Job:
+    what = "scontrol show job"
+    _need(rec, _JOB_KEYS, what)
+    state = JobState.parse(rec["JobState"])
+    priority = _int(rec["Priority"], what)
+    why = "" if rec["Reason"] == "None" else rec["Reason"]
+    tpj, tpn = _val(rec, "TresPerJob"), _val(rec, "TresPerNode")
+    alloc = rec.get("AllocTRES") if "AllocTRES" in rec else (
+        None if state is JobState.PENDING else rec.get("TRES"))
+    return Job(
+        job_id=rec["JobId"],
+        name=rec["JobName"],
+        user=rec["UserId"].split("(")[0],
+        account=rec["Account"],
+        partition=rec["Partition"],
+        state=state,
+        reason=why,
+        priority=priority,
+        nice=_int(rec["Nice"], what),
+        features=_val(rec, "Features"),
+        tres_per_job=tpj,
+        tres_per_node=tpn,
+        gpu=gpu_request(tpj, tpn),
+        alloc_gpus=gpus_from_tres(alloc),
+        nodes=_val(rec, "NodeList"),
+        comment=_val(rec, "Comment"),
+        submit_time=parse_local_time(rec["SubmitTime"]),
+        start_time=parse_local_time(rec["StartTime"]),
+        end_time=parse_local_time(rec["EndTime"]),
+        time_limit_s=parse_duration(rec["TimeLimit"]),
+        held=state is JobState.PENDING and (priority == 0 or why.startswith("JobHeld")),
+        array_job_id=rec.get("ArrayJobId") or None,
+        array_task_id=rec.get("ArrayTaskId") or None,
+    )
+
+
+def parse_scontrol_jobs(raw: str) -> list[Job]:
+    """``scontrol show job -o`` -> jobs."""
+    return [_job(r) for r in _records(raw, "JobId", "scontrol show job")]
+
+
+_NODE_KEYS = ("NodeName", "State", "Gres", "CPUTot", "CPUAlloc", "AllocTRES")
+
+
+def _node(rec: dict[str, str]) -> Node:
+    what = "scontrol show node"
+    _need(rec, _NODE_KEYS, what)
+    st = [s.rstrip("*").upper() for s in rec["State"].split("+") if s]
+    gpus, mps_total = node_gres_counts(rec["Gres"])
+    used = gpus_from_tres(rec["AllocTRES"])
+    if set(used) == {""} and len(gpus) == 1:  # accounting lists no types: one type here
+        used = {next(iter(gpus)): used[""]}
+    features = _val(rec, "ActiveFeatures") or _val(rec, "AvailableFeatures")
+    return Node(
+        name=rec["NodeName"],
+        state=st[0] if st else "UNKNOWN",
+        state_flags=tuple(st[1:]),
+        features=tuple(f for f in features.split(",") if f),
+        partitions=tuple(p for p in _val(rec, "Partitions").split(",") if p),
+        gpus=gpus,
+        gpus_alloc=used,
+        mps_total=mps_total,
+        mps_alloc=mps_from_tres(rec["AllocTRES"]),
+        cpus=_int(rec["CPUTot"], what),
+        cpus_alloc=_int(rec["CPUAlloc"], what),
+    )
+
+
+def parse_scontrol_nodes(raw: str) -> list[Node]:
+    """``scontrol show node -o`` -> nodes sorted by name."""
+    return sorted((_node(r) for r in _records(raw, "NodeName", "scontrol show node")),
+                  key=lambda n: n.name)
+
+
+def parse_scontrol_partitions(raw: str) -> list[Partition]:
+    """``scontrol show partition -o`` -> partitions."""
+    out: list[Partition] = []
+    for rec in _records(raw, "PartitionName", "scontrol show partition"):
+        _need(rec, ("PartitionName", "Default", "Nodes", "State"), "scontrol show partition")
+        out.append(Partition(
+            name=rec["PartitionName"],
+            nodes=tuple(expand_hostlist(_val(rec, "Nodes"))),
+            default=rec["Default"].upper() == "YES",
+            state=rec["State"].upper(),
+        ))
+    return out
+
+
+def parse_sacctmgr_shares(raw: str) -> dict[str, float]:
+    """``sacctmgr show assoc format=account,user,share -P -n`` -> {account: share}.
+
+    Only account rows (empty user) count; the tree root ``root`` and non-numeric shares
+    (``parent``) are left out.
+    """
+    shares: dict[str, float] = {}
+    for line in raw.splitlines():
+        if not line.strip():
+            continue
+        fields = line.split("|")
+        if len(fields) != 3:
+            raise SlurmParseError("sacctmgr shares", f"expected account|user|share: {line!r}")
+        account, user, share = (f.strip() for f in fields)
+        if user or account == "root" or not account:
+            continue
+        try:
+            shares[account] = float(share)
+        except ValueError:
+            if share.lower() != "parent":
+                raise SlurmParseError("sacctmgr shares", f"bad share {share!r}") from None
+    return shares

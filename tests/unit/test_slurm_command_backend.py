@@ -1,0 +1,177 @@
+"""CommandBackend against a fake Runner that replays real captured output and real errors."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from slurm_hase.errors import (
+    JobNotFoundError,
+    SlurmCommandError,
+    SlurmParseError,
+    SlurmUnavailableError,
+)
+from slurm_hase.slurm import commands
+from slurm_hase.slurm.backend import SlurmBackend
+from slurm_hase.slurm.command_backend import CommandBackend
+from slurm_hase.slurm.runner import CommandResult
+from slurm_hase.slurm.types import JobUpdate
+
+
+class FakeRunner:
+    """Answers argv (exact match) with scripted (rc, stdout, stderr); records every call."""
+
+    def __init__(self, answers: Mapping[tuple[str, ...], tuple[int, str, str]]) -> None:
+        self.answers = dict(answers)
+        self.calls: list[tuple[tuple[str, ...], str | None]] = []
+
+    def run(self, argv: Sequence[str], *, stdin: str | None = None,
+            env: Mapping[str, str] | None = None, timeout_s: float = 60.0,
+            cwd: str | None = None) -> CommandResult:
+        key = tuple(argv)
+        self.calls.append((key, stdin))
+        if key not in self.answers:
+            raise AssertionError(f"unexpected command {key}")
+        rc, out, err = self.answers[key]
+        return CommandResult(key, rc, out, err)
+
+
+@pytest.fixture(autouse=True)
+def _utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def cap(fixtures_dir: Path, version: str, name: str) -> str:
+    return (fixtures_dir / "slurm" / version / name).read_text()
+
+
+def ok(out: str) -> tuple[int, str, str]:
+    return (0, out, "")
+
+
+def replay(fixtures_dir: Path, v: str) -> FakeRunner:
+    return FakeRunner({
+        tuple(commands.version()): ok(cap(fixtures_dir, v, "version.txt")),
+        tuple(commands.squeue_json()): ok(cap(fixtures_dir, v, "squeue.json")),
+        tuple(commands.show_nodes()): ok(cap(fixtures_dir, v, "scontrol-show-node.txt")),
+        tuple(commands.show_partitions()): ok(
+            cap(fixtures_dir, "local-22.05", "scontrol-show-partition.txt")),
+        tuple(commands.sacctmgr_shares()): ok(
+            cap(fixtures_dir, "local-22.05", "sacctmgr-shares.txt")),
+    })
+
+
+@pytest.mark.parametrize("v", ["22.05", "24.11"])
+def test_reads_through_the_backend(fixtures_dir: Path, v: str) -> None:
+    runner = replay(fixtures_dir, v)
+    backend: SlurmBackend = CommandBackend(runner)
+    jobs = {j.name: j for j in backend.jobs()}
+    assert "done-a100" not in jobs and jobs["held"].held and jobs["untyped"].nice == 10
+    assert {n.name: n.gpus_alloc for n in backend.nodes()}["v100-1"] == {"v100": 2}
+    assert [p.name for p in backend.partitions()] == ["gpu", "debug"]
+    assert backend.account_shares() == {"teama": 60.0, "teamb": 40.0}
+    assert runner.calls[0][0] == ("squeue", "--json")  # no version probe needed for reads
+
+
+def test_version_is_detected_once_and_lazily(fixtures_dir: Path) -> None:
+    runner = replay(fixtures_dir, "24.11")
+    backend = CommandBackend(runner)
+    assert runner.calls == []
+    assert backend.version_tuple() == (24, 11) and backend.version() == "24.11.5"
+    assert [c[0] for c in runner.calls] == [("sinfo", "--version")]
+    pinned = CommandBackend(FakeRunner({}), version=(22, 5))
+    assert pinned.version_tuple() == (22, 5) and pinned.version() == "22.05"
+
+
+def test_accounting_uses_unit_separator(fixtures_dir: Path) -> None:
+    raw = cap(fixtures_dir, "22.05", "sacct-parsable.txt").replace("|", "\x1f")
+    argv = tuple(commands.sacct_parsable(since="now-2hours", until="now"))
+    backend = CommandBackend(FakeRunner({argv: ok(raw)}))
+    recs = {r.name: r for r in backend.accounting(since="now-2hours")}
+    assert recs["fail-v100"].exit_code == "3:0" and recs["done-t4"].alloc_gpus == {"t4": 2}
+
+
+def test_submit_returns_job_id_and_sends_script_on_stdin() -> None:
+    argv = ("sbatch", "--parsable", "-J", "x y", "-A", "teama")
+    runner = FakeRunner({argv: ok("17\n")})
+    assert CommandBackend(runner).submit(["-J", "x y", "-A", "teama"], "#!/bin/sh\ntrue\n") == "17"
+    assert runner.calls == [(argv, "#!/bin/sh\ntrue\n")]
+    fed = FakeRunner({("sbatch", "--parsable"): ok("18;hase\n")})
+    assert CommandBackend(fed).submit([]) == "18"
+    with pytest.raises(SlurmParseError):
+        CommandBackend(FakeRunner({("sbatch", "--parsable"): ok("Submitted\n")})).submit([])
+
+
+def test_update_job_skips_empty_and_runs_set_fields() -> None:
+    runner = FakeRunner({("scontrol", "update", "jobid=9", "Nice=10", "Features=volta"): ok("")})
+    backend = CommandBackend(runner)
+    backend.update_job("9", JobUpdate())
+    assert runner.calls == []
+    backend.update_job("9", JobUpdate(nice=10, features="volta"))
+    assert len(runner.calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "stderr_file", "method"),
+    [
+        (("scontrol", "update", "jobid=999999", "Nice=5"), "scontrol-update-invalid-job.stderr",
+         lambda b: b.update_job("999999", JobUpdate(nice=5))),
+        (("scontrol", "hold", "999999"), "scontrol-hold-invalid-job.stderr",
+         lambda b: b.hold("999999")),
+        (("scontrol", "update", "jobid=999999", "Nice=5"), "scontrol-update-finished-job.stderr",
+         lambda b: b.update_job("999999", JobUpdate(nice=5))),
+    ],
+)
+def test_vanished_job_raises_job_not_found(fixtures_dir: Path, argv: tuple[str, ...],
+                                           stderr_file: str, method: object) -> None:
+    err = cap(fixtures_dir, "local-22.05", stderr_file)
+    backend = CommandBackend(FakeRunner({argv: (1, "", err)}))
+    with pytest.raises(JobNotFoundError) as info:
+        method(backend)  # type: ignore[operator]
+    assert info.value.job_id == "999999"
+
+
+@pytest.mark.parametrize(
+    ("argv", "stderr_file", "call"),
+    [
+        (("scontrol", "update", "jobid=1", "Nice=1"), "scontrol-update-controller-down.stderr",
+         lambda b: b.update_job("1", JobUpdate(nice=1))),
+        (tuple(commands.show_nodes()), "scontrol-show-node-controller-down.stderr",
+         lambda b: b.nodes()),
+        (("sbatch", "--parsable", "--wrap", "true"), "sbatch-controller-down.stderr",
+         lambda b: b.submit(["--wrap", "true"])),
+        (tuple(commands.version()), "sinfo-version-no-config.stderr", lambda b: b.version()),
+    ],
+)
+def test_controller_down_raises_unavailable(fixtures_dir: Path, argv: tuple[str, ...],
+                                            stderr_file: str, call: object) -> None:
+    err = cap(fixtures_dir, "local-22.05", stderr_file)
+    backend = CommandBackend(FakeRunner({argv: (1, "", err)}))
+    with pytest.raises(SlurmUnavailableError) as info:
+        call(backend)  # type: ignore[operator]
+    assert info.value.argv == list(argv) and info.value.stderr
+
+
+def test_squeue_json_exit_0_with_errors_inside_is_unavailable(fixtures_dir: Path) -> None:
+    raw = cap(fixtures_dir, "local-22.05", "squeue-controller-down.json")
+    backend = CommandBackend(FakeRunner({("squeue", "--json"): ok(raw)}))
+    with pytest.raises(SlurmUnavailableError, match="Failed while looking for jobs"):
+        backend.jobs()
+
+
+def test_other_failures_are_command_errors_with_argv_and_stderr() -> None:
+    argv = ("scontrol", "update", "jobid=3", "TresPerJob=gres:gpu:v100:1")
+    err = "Invalid GRES specification (with and without type identification)"
+    backend = CommandBackend(FakeRunner({argv: (1, "", err)}))
+    with pytest.raises(SlurmCommandError) as info:
+        backend.update_job("3", JobUpdate(tres_per_job="gres:gpu:v100:1"))
+    assert type(info.value) is SlurmCommandError
+    assert info.value.argv == list(argv) and info.value.stderr == err
+    assert info.value.returncode == 1

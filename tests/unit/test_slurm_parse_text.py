@@ -1,0 +1,133 @@
+"""Text parsers: scontrol -o records, partitions, sacctmgr shares, versions, helpers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from slurm_hase.errors import SlurmParseError
+from slurm_hase.slurm.parse_sacct_text import parse_sacct_parsable
+from slurm_hase.slurm.parse_text import (
+    expand_hostlist,
+    parse_duration,
+    parse_kv_line,
+    parse_local_time,
+    parse_sacctmgr_shares,
+    parse_scontrol_jobs,
+    parse_scontrol_partitions,
+    parse_version,
+)
+
+
+@pytest.fixture(autouse=True)
+def _utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def cap(fixtures_dir: Path, version: str, name: str) -> str:
+    return (fixtures_dir / "slurm" / version / name).read_text()
+
+
+def test_versions(fixtures_dir: Path) -> None:
+    old = parse_version(cap(fixtures_dir, "22.05", "version.txt"))
+    new = parse_version(cap(fixtures_dir, "24.11", "version.txt"))
+    assert (old.tuple, old.text, new.tuple, new.micro) == ((22, 5), "22.05.8", (24, 11), 5)
+    with pytest.raises(SlurmParseError):
+        parse_version("sinfo: fatal: Could not establish a configuration source")
+
+
+def test_kv_line_keeps_spaces_inside_values(fixtures_dir: Path) -> None:
+    line = next(ln for ln in cap(fixtures_dir, "22.05", "scontrol-show-node.txt").splitlines()
+                if ln.startswith("NodeName=a100-1"))
+    rec = parse_kv_line(line)
+    assert rec["OS"] == "Linux 6.18.44-fc-v782 #1 SMP PREEMPT_DYNAMIC @0"
+    assert rec["AllocTRES"] == "cpu=2,gres/gpu=1,gres/gpu:a100=1,gres/mps=50"
+    assert rec["CoresPerSocket"] == "1" and rec["CPUAlloc"] == "2"
+    job = parse_kv_line('JobId=5 Comment={"a": 1, "b": "x y"}  StdErr=/dev/null Power=')
+    assert job == {"JobId": "5", "Comment": '{"a": 1, "b": "x y"}', "StdErr": "/dev/null",
+                   "Power": ""}
+
+
+def test_scontrol_job_array_and_times(fixtures_dir: Path) -> None:
+    jobs = {j.name: j for j in parse_scontrol_jobs(cap(fixtures_dir, "22.05",
+                                                       "scontrol-show-job.txt"))}
+    assert jobs["arr"].array_job_id == "153" and jobs["arr"].array_task_id == "1-3"
+    assert jobs["done-t4"].submit_time == parse_local_time("2026-11-29T22:41:13") == 1795992073
+    assert jobs["held"].start_time is None and jobs["done-t4"].end_time == 1795992076
+
+
+def test_local_time_follows_timezone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    time.tzset()
+    assert parse_local_time("2026-11-29T22:41:13") == 1795992073 - 3600
+    assert parse_local_time("Unknown") is None and parse_local_time("None") is None
+    with pytest.raises(SlurmParseError):
+        parse_local_time("yesterday")
+
+
+@pytest.mark.parametrize(("text", "secs"), [("UNLIMITED", None), ("00:00:01", 1),
+                                            ("1-00:00:00", 86400), ("30:00", 1800), ("5", 300),
+                                            ("2-03:04:05", 2 * 86400 + 3 * 3600 + 245)])
+def test_duration(text: str, secs: int | None) -> None:
+    assert parse_duration(text) == secs
+
+
+def test_duration_rejects_garbage() -> None:
+    with pytest.raises(SlurmParseError):
+        parse_duration("1:2:3:4")
+    with pytest.raises(SlurmParseError):
+        parse_duration("ten")
+
+
+def test_hostlist() -> None:
+    assert expand_hostlist("a100-[1-2],t4-[1-2],v100-[1-2]") == [
+        "a100-1", "a100-2", "t4-1", "t4-2", "v100-1", "v100-2"]
+    assert expand_hostlist("n[08-10,12]") == ["n08", "n09", "n10", "n12"]
+    assert expand_hostlist("r[1-2]n[1-2]") == ["r1n1", "r1n2", "r2n1", "r2n2"]
+    assert expand_hostlist("(null)") == [] and expand_hostlist("t4-1") == ["t4-1"]
+    with pytest.raises(SlurmParseError):
+        expand_hostlist("n[1-2")
+    with pytest.raises(SlurmParseError):
+        expand_hostlist("n[a-b]")
+
+
+def test_partitions_from_local_cluster(fixtures_dir: Path) -> None:
+    parts = parse_scontrol_partitions(cap(fixtures_dir, "local-22.05",
+                                          "scontrol-show-partition.txt"))
+    assert [(p.name, p.default, p.state) for p in parts] == [
+        ("gpu", True, "UP"), ("debug", False, "UP")]
+    assert parts[0].nodes == ("a100-1", "a100-2", "t4-1", "t4-2", "v100-1", "v100-2")
+    assert parts[1].nodes == ("t4-1", "t4-2")
+
+
+def test_sacctmgr_shares_from_local_cluster(fixtures_dir: Path) -> None:
+    raw = cap(fixtures_dir, "local-22.05", "sacctmgr-shares.txt")
+    assert parse_sacctmgr_shares(raw) == {"teama": 60.0, "teamb": 40.0}
+    with pytest.raises(SlurmParseError):
+        parse_sacctmgr_shares("teama|60\n")
+    with pytest.raises(SlurmParseError):
+        parse_sacctmgr_shares("teama||lots\n")
+
+
+def test_sacct_text_with_unit_separator(fixtures_dir: Path) -> None:
+    """The same capture re-delimited with \\x1f (what the backend asks for) parses the same."""
+    raw = cap(fixtures_dir, "24.11", "sacct-parsable.txt")
+    header, *rows = raw.splitlines()
+    n = len(header.split("|"))
+    fixed = [header.replace("|", "\x1f")]
+    for row in rows:
+        f = row.split("|")
+        at = header.split("|").index("Constraints")
+        extra = len(f) - n
+        f = f[:at] + ["|".join(f[at:at + extra + 1])] + f[at + extra + 1:]
+        fixed.append("\x1f".join(f))
+    assert parse_sacct_parsable("\n".join(fixed) + "\n", delimiter="\x1f") == \
+        parse_sacct_parsable(raw)
+    assert parse_sacct_parsable("") == []
