@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-_BRACKET = re.compile(r"^(?P<prefix>[^\[\]]*)\[(?P<ranges>[^\[\]]+)\](?P<suffix>[^\[\]]*)$")
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 
 def _split_top_level(expr: str) -> list[str]:
@@ -12,12 +12,9 @@ def _split_top_level(expr: str) -> list[str]:
     depth = 0
     current = ""
     for ch in expr:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-            if depth < 0:
-                raise ValueError(f"unbalanced ']' in hostlist {expr!r}")
+        depth += (ch == "[") - (ch == "]")
+        if depth < 0:
+            raise ValueError(f"unbalanced ']' in hostlist {expr!r}")
         if ch == "," and depth == 0:
             parts.append(current)
             current = ""
@@ -29,27 +26,32 @@ def _split_top_level(expr: str) -> list[str]:
     return [p for p in (s.strip() for s in parts) if p]
 
 
+def _expand_one(name: str) -> list[str]:
+    start = name.find("[")
+    if start < 0:
+        if "]" in name:
+            raise ValueError(f"bad hostlist element {name!r}")
+        return [name]
+    end = name.find("]", start)
+    head, body, tail = name[:start], name[start + 1:end], name[end + 1:]
+    out: list[str] = []
+    for rng in body.split(","):
+        m = _RANGE.match(rng)
+        if m is None:
+            raise ValueError(f"bad range {rng!r} in hostlist element {name!r}")
+        lo, hi = m[1], m[2] or m[1]
+        if int(hi) < int(lo):
+            raise ValueError(f"descending range {rng!r} in hostlist element {name!r}")
+        for i in range(int(lo), int(hi) + 1):
+            out.extend(_expand_one(f"{head}{str(i).zfill(len(lo))}{tail}"))
+    return out
+
+
 def expand(expr: str) -> list[str]:
-    """Expand "a100-[1-2,4],t4-1" into ["a100-1", "a100-2", "a100-4", "t4-1"]."""
-    names: list[str] = []
-    for part in _split_top_level(expr.strip()):
-        match = _BRACKET.match(part)
-        if match is None:
-            if "[" in part or "]" in part:
-                raise ValueError(f"bad hostlist element {part!r}")
-            names.append(part)
-            continue
-        for rng in match["ranges"].split(","):
-            lo_text, _, hi_text = rng.partition("-")
-            if not lo_text.isdigit() or (hi_text and not hi_text.isdigit()):
-                raise ValueError(f"bad range {rng!r} in hostlist {expr!r}")
-            lo, hi = int(lo_text), int(hi_text or lo_text)
-            if hi < lo:
-                raise ValueError(f"descending range {rng!r} in hostlist {expr!r}")
-            width = len(lo_text)
-            for i in range(lo, hi + 1):
-                names.append(f"{match['prefix']}{i:0{width}d}{match['suffix']}")
-    return names
+    """Expand "a100-[1-2,4],r[1-2]n1" into names (zero padding kept); ValueError if malformed."""
+    if expr.strip() in ("", "(null)"):
+        return []
+    return [n for part in _split_top_level(expr.strip()) for n in _expand_one(part)]
 
 
 def compress(names: list[str]) -> str:

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from slurm_hase.errors import SlurmParseError
+from slurm_hase.slurm import hostlist
 from slurm_hase.slurm.tres import gpu_request, gpus_from_tres, mps_from_tres, node_gres_counts
 from slurm_hase.slurm.types import Job, JobState, Node, Partition
 
@@ -85,44 +86,10 @@ def _int(value: str, what: str) -> int:
 
 def expand_hostlist(expr: str) -> list[str]:
     """``a100-[1-2],t4-1`` -> [a100-1, a100-2, t4-1] (zero padding kept)."""
-    if expr.strip() in ("", "(null)"):
-        return []
-    out: list[str] = []
-    for part in _split_outside_brackets(expr.strip()):
-        out.extend(_expand_one(part))
-    return out
-
-
-def _split_outside_brackets(expr: str) -> list[str]:
-    parts, depth, cur = [], 0, ""
-    for ch in expr:
-        depth += (ch == "[") - (ch == "]")
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    if depth != 0:
-        raise SlurmParseError("hostlist", f"unbalanced brackets in {expr!r}")
-    parts.append(cur)
-    return [p for p in parts if p]
-
-
-def _expand_one(name: str) -> list[str]:
-    start = name.find("[")
-    if start < 0:
-        return [name]
-    end = name.find("]", start)
-    head, body, tail = name[:start], name[start + 1:end], name[end + 1:]
-    out: list[str] = []
-    for rng in body.split(","):
-        m = _RANGE.match(rng)
-        if not m:
-            raise SlurmParseError("hostlist", f"bad range {rng!r} in {name!r}")
-        lo, hi = m[1], m[2] or m[1]
-        for i in range(int(lo), int(hi) + 1):
-            out.extend(_expand_one(f"{head}{str(i).zfill(len(lo))}{tail}"))
-    return out
+    try:
+        return hostlist.expand(expr)
+    except ValueError as exc:
+        raise SlurmParseError("hostlist", str(exc)) from exc
 
 
 def parse_kv_line(line: str) -> dict[str, str]:
