@@ -20,7 +20,6 @@ from slurm_hase.slurm.types import Job, JobState, Node, Partition
 _KEY = re.compile(r"(?:(?<=\s)|^)([A-Z][A-Za-z0-9_:/]*)=")
 _NULLS = {"(null)", "N/A"}
 _VERSION = re.compile(r"\b(\d+)\.(\d+)(?:\.(\d+))?")
-_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 
 @dataclass(frozen=True)
