@@ -1,0 +1,306 @@
+"""hsbatch's flow: split argv, read the description, plan additions, call sbatch exactly once.
+
+Errors in the user's description stop before anything is submitted (exit 2). Everything else
+that hsbatch adds is optional: if Slurm, the predictor or its model fails, the job is submitted
+exactly as sbatch would submit it, with one warning line on stderr.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TextIO
+
+from slurm_hase.errors import DescriptorError, SlurmCommandError, SlurmError
+from slurm_hase.hsbatch.sbatch_opts import HASE_PREFIX, Scan, scan
+from slurm_hase.hsbatch.script import Header, parse_header, read_script
+
+if TYPE_CHECKING:  # the rest loads only when a job carries a description (startup time)
+    from slurm_hase.hsbatch.plan import PredictFn, TypeRow
+    from slurm_hase.hsbatch.request import Request
+    from slurm_hase.predict.descriptor import WorkloadDescriptor
+    from slurm_hase.slurm.runner import Runner
+    from slurm_hase.slurm.types import Node, Partition
+
+SBATCH_TIMEOUT_S = 7 * 86400.0  # never cut sbatch short (--wait can block for days)
+QUERY_TIMEOUT_S = 5.0
+FLAGS = frozenset({"hase-explain", "hase-no-constraint"})
+VALUED = frozenset({"hase-descriptor", "hase-predictor"})
+WARN = "hsbatch: warning: "
+
+
+def _key_options() -> frozenset[str]:
+    from slurm_hase.hsbatch.describe import alias_names
+
+    keys = alias_names()
+    return frozenset({HASE_PREFIX + k for k in keys} | {HASE_PREFIX + k.replace("_", "-") for k in keys})
+
+
+class UsageError(DescriptorError):
+    """A bad ``--hase-*`` option (exit 2, nothing submitted)."""
+
+
+@dataclass
+class HaseOptions:
+    """hsbatch's own options, taken out of the command line."""
+
+    explain: bool = False
+    no_constraint: bool = False
+    descriptor_file: str | None = None
+    predictor: str | None = None
+    pairs: list[tuple[str, str]] = field(default_factory=list)
+
+
+def split_argv(argv: Sequence[str]) -> tuple[list[str], HaseOptions, Scan]:
+    """(sbatch's argv with every --hase-* option removed, our options, scan of sbatch's argv)."""
+    keyed = _key_options() if any(w.startswith("--" + HASE_PREFIX) for w in argv) else frozenset()
+    first = scan(argv, is_ours=keyed | VALUED)
+    opts = HaseOptions()
+    drop: set[int] = set()
+    for o in first.opts:
+        if not o.name.startswith(HASE_PREFIX):
+            continue
+        drop.update(range(o.start, o.end))
+        if o.name in FLAGS:
+            if o.value is not None:
+                raise UsageError(f"--{o.name} takes no value")
+            setattr(opts, o.name[len(HASE_PREFIX):].replace("-", "_"), True)
+        elif o.name in VALUED or o.name in keyed:
+            if o.value is None:
+                raise UsageError(f"--{o.name} needs a value")
+            if o.name == "hase-descriptor":
+                opts.descriptor_file = o.value
+            elif o.name == "hase-predictor":
+                opts.predictor = o.value
+            else:
+                opts.pairs.append((o.name[len(HASE_PREFIX):], o.value))
+        else:
+            raise UsageError(
+                f"unknown option --{o.name} (hsbatch knows --hase-explain, --hase-descriptor, "
+                "--hase-predictor, --hase-no-constraint and --hase-KEY=VALUE; see hsbatch --help)"
+            )
+    rest = [w for i, w in enumerate(argv) if i not in drop]
+    return rest, opts, scan(rest) if drop else first
+
+
+@dataclass
+class Io:
+    """Where hsbatch reads stdin and writes output (real streams in the CLI, fakes in tests)."""
+
+    read_stdin: Callable[[], str]
+    out: TextIO
+    err: TextIO
+    env: Mapping[str, str]
+
+
+@dataclass
+class Deps:
+    """Replaceable collaborators: the runner, how to read the cluster, how to predict."""
+
+    runner: Runner
+    sbatch: str = "sbatch"
+    cluster: Callable[[Runner], tuple[list[Node], list[Partition]]] | None = None
+    predictor: Callable[[str | None], PredictFn] | None = None
+
+
+def run(argv: Sequence[str], io: Io, deps: Deps) -> int:
+    """One hsbatch invocation; returns the exit code (sbatch's, or 2 for a bad description)."""
+    try:
+        sb_argv, hopts, sc = split_argv(argv)
+    except DescriptorError as exc:
+        io.err.write(f"hsbatch: error: {exc}\n")
+        return exc.exit_code
+    if sc.has("help", "usage", "version"):
+        code = _sbatch(deps, sb_argv, None, io)
+        if sc.has("help") and code == 0:
+            from slurm_hase.hsbatch.text import HELP
+
+            io.out.write(HELP)
+        return code
+    stdin_text: str | None = None
+    label, text = "script", None
+    if sc.script_index is not None:
+        label = sb_argv[sc.script_index]
+        text = read_script(label)
+    elif not sc.has("wrap"):
+        stdin_text = text = io.read_stdin()
+        label = "stdin"
+        try:
+            stdin_text.encode("utf-8")
+        except UnicodeEncodeError:
+            io.err.write("hsbatch: error: the script on stdin is not UTF-8 text; pass it as a "
+                         "file instead; nothing submitted\n")
+            return 1
+    try:
+        header = parse_header(text, label) if text is not None else Header()
+        desc = _describe(hopts, header, label)
+        comment = desc.to_comment() if desc is not None else None
+    except DescriptorError as exc:
+        io.err.write(f"hsbatch: error: {exc}; nothing submitted\n")
+        return exc.exit_code
+    for lineno in header.late_hase:
+        io.err.write(f"{WARN}{label} line {lineno}: #HASE after the first command is ignored\n")
+    extra = _additions(sc, hopts, header, desc, comment, io, deps) if desc is not None else []
+    if desc is None and hopts.explain:
+        io.err.write("hsbatch: no workload description; the scheduler will describe this job "
+                     "by its history (same user and job name)\n")
+    return _sbatch(deps, [*extra, *sb_argv], stdin_text, io)
+
+
+def _describe(hopts: HaseOptions, header: Header, label: str) -> WorkloadDescriptor | None:
+    if hopts.descriptor_file is None and not header.hase and not hopts.pairs:
+        return None
+    from slurm_hase.hsbatch import describe
+
+    sources = describe.Sources()
+    if hopts.descriptor_file is not None:
+        sources.add_source(describe.file_entries(hopts.descriptor_file))
+    sources.add_source(describe.script_entries(header.hase, label))
+    sources.add_source(describe.option_entries(hopts.pairs))
+    if not sources:
+        return None
+    desc = sources.build()
+    from slurm_hase.predict.models import fill
+
+    try:
+        fill(desc)
+    except DescriptorError as exc:
+        where = sources.where("model") or sources.where("gflops") or "workload description"
+        raise DescriptorError(f"{where}: {exc}") from None
+    return desc
+
+
+def _additions(
+    sc: Scan, hopts: HaseOptions, header: Header, desc: WorkloadDescriptor, comment: str | None,
+    io: Io, deps: Deps,
+) -> list[str]:
+    """Arguments to put before the user's; [] on any failure (with one warning line)."""
+    from slurm_hase.hsbatch import plan
+    from slurm_hase.hsbatch.request import build_request
+    from slurm_hase.hsbatch.text import explain_table
+
+    req = build_request(sc, io.env, header.directives)
+    test_only = sc.has("test-only")
+    constrain = plan.may_constrain(req, test_only=test_only, het=sc.het or header.het,
+                                   enabled=not hopts.no_constraint)
+    extra: list[str] = []
+    if not test_only:
+        if req.comment is None:
+            extra.append(f"--comment={comment}")
+        else:
+            io.err.write(f"{WARN}--comment is already set, so the workload description is not "
+                         "attached (the scheduler will use the job's history)\n")
+    if not (constrain or hopts.explain):
+        return extra
+    try:
+        rows, notes = _judge(req, desc, hopts, deps, io.env)
+    except Exception as exc:  # fail-open: predictor, model file or Slurm query broke
+        io.err.write(f"{WARN}{_why(exc)}; submitting as plain sbatch\n")
+        return []
+    constraint, reason = plan.choose_constraint(rows) if constrain else (None, None)
+    if reason and constrain:
+        notes.append(reason)
+    if constraint:
+        extra.append(f"--constraint={constraint}")
+    if hopts.explain:
+        io.err.write(explain_table(rows, comment if not test_only and req.comment is None else None,
+                                   constraint, notes))
+    return extra
+
+
+def _judge(
+    req: Request, desc: WorkloadDescriptor, hopts: HaseOptions, deps: Deps, env: Mapping[str, str]
+) -> tuple[list[TypeRow], list[str]]:
+    from slurm_hase.hsbatch import plan
+
+    nodes, parts = (deps.cluster or _read_cluster)(deps.runner)
+    notes: list[str] = []
+    in_part = plan.partition_nodes(nodes, req.partitions, parts)
+    if in_part is None:
+        notes.append("default partition unknown; showing every GPU type")
+        in_part = nodes
+    types = plan.gpu_types([n for n in in_part if n.usable] or in_part)
+    predictions = None
+    if plan.needs_predictions(req, desc, hopts.explain):
+        path = hopts.predictor or env.get("HASE_PREDICTOR") or None
+        predict = (deps.predictor or _load_predict)(path)
+        predictions = predict(desc, list(types))
+    from slurm_hase.predict.models import lookup_model
+
+    info = lookup_model(desc.model) if desc.model else None
+    params = desc.params_m if desc.params_m is not None else (info.params_m if info else None)
+    memory_of = _memory_gb if params is not None or hopts.explain else _unknown
+    rows = plan.judge_types(types, desc, memory_of=memory_of, params_m=params,
+                            time_limit_s=req.time_limit_s, predictions=predictions)
+    return rows, notes
+
+
+def _read_cluster(runner: Runner) -> tuple[list[Node], list[Partition]]:
+    """Nodes and partitions from ``scontrol show ... -o``, both asked at once (startup time)."""
+    import threading
+
+    from slurm_hase.slurm import commands
+    from slurm_hase.slurm.parse_text import parse_scontrol_nodes, parse_scontrol_partitions
+
+    argvs = {"nodes": commands.show_nodes(), "parts": commands.show_partitions()}
+    out: dict[str, object] = {}
+
+    def ask(key: str) -> None:
+        try:
+            out[key] = runner.run(argvs[key], timeout_s=QUERY_TIMEOUT_S).check().stdout
+        except Exception as exc:  # re-raised below, in the caller's thread
+            out[key] = exc
+
+    threads = [threading.Thread(target=ask, args=(k,)) for k in argvs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for value in out.values():
+        if isinstance(value, Exception):
+            raise value
+    return parse_scontrol_nodes(str(out["nodes"])), parse_scontrol_partitions(str(out["parts"]))
+
+
+def _load_predict(path: str | None) -> PredictFn:
+    from slurm_hase.predict.api import load_predictor
+
+    return load_predictor(path).predict
+
+
+def _memory_gb(gpu_type: str) -> float | None:
+    from slurm_hase.errors import PredictorError
+    from slurm_hase.predict.catalog import resolve_gpu
+
+    try:
+        return resolve_gpu(gpu_type).memory_gb
+    except PredictorError:
+        return None
+
+
+def _unknown(gpu_type: str) -> float | None:
+    return None
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, SlurmError):
+        return f"cannot read GPU types from Slurm ({exc})"
+    if isinstance(exc, ImportError):
+        return f"predictor unavailable ({exc})"
+    return f"predictor failed ({type(exc).__name__}: {exc})"
+
+
+def _sbatch(deps: Deps, args: Sequence[str], stdin: str | None, io: Io) -> int:
+    """Run sbatch once and relay its output and exit status untouched."""
+    try:
+        result = deps.runner.run([deps.sbatch, *args], stdin=stdin, timeout_s=SBATCH_TIMEOUT_S)
+    except SlurmCommandError as exc:
+        io.err.write(f"hsbatch: {exc.stderr}\n")
+        return exc.returncode
+    except SlurmError as exc:
+        io.err.write(f"hsbatch: error: {exc}\n")
+        return 1
+    io.out.write(result.stdout)
+    io.err.write(result.stderr)
+    rc = result.returncode
+    return 128 - rc if rc < 0 else rc

@@ -1,0 +1,139 @@
+"""Decide what hsbatch adds to a submission: the description (job comment) and, for jobs that
+ask for untyped GPUs, a constraint naming the GPU types that can run them.
+
+Pure functions of the request, the descriptor, the cluster's nodes and a predictor; the CLI
+does the I/O. A GPU type is dropped only when it surely cannot serve: the weights alone do not
+fit its memory, or the median predicted runtime exceeds the job's time limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from slurm_hase.hsbatch.request import Request
+from slurm_hase.predict.descriptor import WorkloadDescriptor
+from slurm_hase.slurm.types import Node, Partition
+
+PredictFn = Callable[[WorkloadDescriptor, Sequence[str]], Mapping[str, object]]
+BYTES_PER_PARAM = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "int8": 1.0}
+
+
+@dataclass(frozen=True)
+class TypeRow:
+    """One GPU type of the job's partitions, as hsbatch judged it."""
+
+    gpu_type: str
+    gpus: int
+    memory_gb: float | None
+    runtime_p50_s: float | None = None
+    runtime_p90_s: float | None = None
+    iter_p50_s: float | None = None
+    iter_p90_s: float | None = None
+    fits_memory: bool | None = None
+    finishes: bool | None = None
+    has_feature: bool = False
+
+    @property
+    def candidate(self) -> bool:
+        return self.fits_memory is not False and self.finishes is not False
+
+
+@dataclass
+class Plan:
+    """Arguments to put in front of the user's, warnings, and the per-type table."""
+
+    extra_args: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    rows: list[TypeRow] = field(default_factory=list)
+    constraint: str | None = None
+    comment: str | None = None
+
+
+def partition_nodes(
+    nodes: Sequence[Node], wanted: Sequence[str], partitions: Sequence[Partition] | None
+) -> list[Node] | None:
+    """Nodes of the job's partitions (the default one if none named); None if unknowable."""
+    names = list(wanted)
+    if not names:
+        default = [p.name for p in partitions or () if p.default]
+        if not default:
+            return None
+        names = default
+    return [n for n in nodes if set(n.partitions) & set(names)]
+
+
+def gpu_types(nodes: Sequence[Node]) -> dict[str, list[Node]]:
+    """GPU type -> nodes that have it (untyped GPUs, "", are left out)."""
+    out: dict[str, list[Node]] = {}
+    for n in nodes:
+        for t, count in n.gpus.items():
+            if t and count > 0:
+                out.setdefault(t, []).append(n)
+    return dict(sorted(out.items()))
+
+
+def min_memory_gb(desc: WorkloadDescriptor, params_m: float | None) -> float | None:
+    """A lower bound of GPU memory per GPU: weights (+ gradients when training), spread over
+    the job's GPUs; None when the parameter count is unknown."""
+    if params_m is None:
+        return None
+    bpp = BYTES_PER_PARAM.get(desc.precision, 4.0)
+    per_param = bpp if desc.mode == "infer" else 2 * bpp
+    return params_m * 1e6 * per_param / 1e9 / max(1, desc.num_gpus)
+
+
+def judge_types(
+    types: Mapping[str, Sequence[Node]],
+    desc: WorkloadDescriptor,
+    *,
+    memory_of: Callable[[str], float | None],
+    params_m: float | None,
+    time_limit_s: int | None,
+    predictions: Mapping[str, object] | None,
+) -> list[TypeRow]:
+    """A row per GPU type: memory fit, predicted runtime, and whether nodes carry the feature."""
+    need = min_memory_gb(desc, params_m)
+    rows: list[TypeRow] = []
+    for t, nodes in types.items():
+        mem = memory_of(t)
+        pred = (predictions or {}).get(t)
+        r50 = getattr(pred, "runtime_p50_s", None)
+        rows.append(TypeRow(
+            gpu_type=t,
+            gpus=sum(n.gpus.get(t, 0) for n in nodes),
+            memory_gb=mem,
+            runtime_p50_s=r50,
+            runtime_p90_s=getattr(pred, "runtime_p90_s", None),
+            iter_p50_s=getattr(pred, "iter_time_p50", None),
+            iter_p90_s=getattr(pred, "iter_time_p90", None),
+            fits_memory=None if need is None or mem is None else need <= mem,
+            finishes=None if time_limit_s is None or r50 is None else r50 <= time_limit_s,
+            has_feature=all(t in n.features for n in nodes),
+        ))
+    return rows
+
+
+def choose_constraint(rows: Sequence[TypeRow]) -> tuple[str | None, str | None]:
+    """(constraint, reason it was not set): an OR of candidate types, or None."""
+    if not rows:
+        return None, "no typed GPUs in the job's partitions"
+    chosen = [r.gpu_type for r in rows if r.candidate]
+    if not chosen:
+        return None, "no GPU type is predicted to fit and finish; submitting without a type constraint"
+    if len(chosen) == len(rows):
+        return None, None  # every type can run it: nothing to restrict
+    if not all(r.has_feature for r in rows if r.candidate):
+        return None, "nodes lack GPU-type features, so no type constraint can be set"
+    return "|".join(chosen), None
+
+
+def needs_predictions(req: Request, desc: WorkloadDescriptor, explain: bool) -> bool:
+    """Predictions change the outcome only with a time limit and a known iteration count."""
+    return explain or (req.time_limit_s is not None and desc.iterations is not None)
+
+
+def may_constrain(req: Request, *, test_only: bool, het: bool, enabled: bool) -> bool:
+    """Only untyped GPU jobs, never over a user's constraint, node list or explicit type."""
+    return (enabled and not test_only and not het and req.gpu_untyped and not req.gpu_typed
+            and not req.constrained and not req.multi_cluster)

@@ -1,0 +1,161 @@
+"""What a submission asks for, merged the way sbatch merges it:
+``#SBATCH`` directives < ``SBATCH_*`` environment < command line.
+
+Only read here (never rewritten): the GPU request, constraint, partition, time limit, comment.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from slurm_hase.hsbatch.sbatch_opts import Scan, scan
+
+GPU_OPTIONS = ("gpus", "gpus-per-node", "gpus-per-task", "gpus-per-socket", "gres")
+ENV_NAMES: dict[str, str] = {
+    "gpus": "SBATCH_GPUS",
+    "gpus-per-node": "SBATCH_GPUS_PER_NODE",
+    "gpus-per-task": "SBATCH_GPUS_PER_TASK",
+    "gres": "SBATCH_GRES",
+    "constraint": "SBATCH_CONSTRAINT",
+    "partition": "SBATCH_PARTITION",
+    "time": "SBATCH_TIMELIMIT",
+    "clusters": "SBATCH_CLUSTERS",
+}
+
+
+@dataclass(frozen=True)
+class Request:
+    """The parts of a job request hsbatch looks at."""
+
+    gpu_untyped: bool = False  # asks for GPUs (or MPS) without a type
+    gpu_typed: bool = False  # names a GPU type somewhere
+    constrained: bool = False  # constraint, node list or node file given
+    multi_cluster: bool = False
+    comment: str | None = None
+    partitions: tuple[str, ...] = ()  # () = the default partition
+    time_limit_s: int | None = None
+
+    @property
+    def wants_gpus(self) -> bool:
+        return self.gpu_untyped or self.gpu_typed
+
+
+def effective(name: str, cli: Scan, env: Mapping[str, str], script: Scan) -> str | None:
+    """The value sbatch will use for option ``name`` ("" for a flag), or None if unset."""
+    value = cli.last(name)
+    if value is not None:
+        return value
+    env_name = ENV_NAMES.get(name)
+    if env_name is not None and env_name in env:
+        return env[env_name]
+    return script.last(name)
+
+
+def directive_scan(directives: Sequence[Sequence[str]]) -> Scan:
+    """All options of the ``#SBATCH`` lines (each line is parsed on its own, as sbatch does)."""
+    out = Scan()
+    for words in directives:
+        out.opts.extend(scan(list(words)).opts)
+    return out
+
+
+def build_request(
+    cli: Scan, env: Mapping[str, str], directives: Sequence[Sequence[str]]
+) -> Request:
+    """Merge command line, environment and ``#SBATCH`` lines into a Request."""
+    script = directive_scan(directives)
+    untyped = typed = False
+    for name in GPU_OPTIONS:
+        value = effective(name, cli, env, script)
+        if not value:
+            continue
+        u, t = (classify_gres if name == "gres" else classify_gpus)(value)
+        untyped, typed = untyped or u, typed or t
+    constrained = any(
+        effective(n, cli, env, script) not in (None, "") for n in ("constraint", "nodelist", "nodefile")
+    )
+    partition = effective("partition", cli, env, script) or ""
+    return Request(
+        gpu_untyped=untyped,
+        gpu_typed=typed,
+        constrained=constrained,
+        multi_cluster=bool(effective("clusters", cli, env, script)),
+        comment=effective("comment", cli, env, script),
+        partitions=tuple(p for p in partition.split(",") if p),
+        time_limit_s=parse_time_limit(effective("time", cli, env, script)),
+    )
+
+
+def classify_gpus(value: str) -> tuple[bool, bool]:
+    """(untyped, typed) for a ``--gpus*`` value such as ``2``, ``a100:2`` or ``a100:1,v100:1``."""
+    untyped = typed = False
+    for item in value.split(","):
+        parts = item.strip().split(":")
+        if not parts[0]:
+            continue
+        if len(parts) == 1:
+            untyped = untyped or _count(parts[0]) > 0
+        else:
+            typed = typed or _count(parts[-1]) > 0
+    return untyped, typed
+
+
+def classify_gres(value: str) -> tuple[bool, bool]:
+    """(untyped, typed) for ``--gres`` such as ``gpu:2``, ``gpu:a100:1``, ``mps:50``."""
+    untyped = typed = False
+    for item in value.split(","):
+        parts = re.sub(r"\(.*?\)", "", item.strip()).split(":")
+        if parts and parts[0] == "gres":
+            parts = parts[1:]
+        if not parts or parts[0] not in ("gpu", "mps"):
+            continue
+        if len(parts) == 1:
+            untyped = True
+        elif len(parts) == 2:
+            if _count(parts[1]) >= 0:
+                untyped = untyped or _count(parts[1]) > 0
+            else:
+                typed = True  # gpu:a100 = one typed GPU
+        else:
+            typed = typed or _count(parts[2]) != 0
+    return untyped, typed
+
+
+def _count(text: str) -> int:
+    """A GRES count (``2``, ``1k``); -1 if not a number (then it is a type name)."""
+    m = re.fullmatch(r"(\d+)([kKmMgG]?)", text.strip())
+    if not m:
+        return -1
+    return int(m.group(1)) * {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}[m.group(2).lower()]
+
+
+def parse_time_limit(text: str | None) -> int | None:
+    """Seconds for Slurm's time formats (``M``, ``M:S``, ``H:M:S``, ``D-H[:M[:S]]``);
+    None if unset, unlimited or unreadable."""
+    if not text:
+        return None
+    t = text.strip()
+    if t.upper() in ("UNLIMITED", "INFINITE", "-1"):
+        return None
+    days = 0
+    if "-" in t:
+        d, _, t = t.partition("-")
+        if not d.isdigit():
+            return None
+        days = int(d)
+        parts = t.split(":") if t else ["0"]
+        if not all(p.isdigit() for p in parts) or len(parts) > 3:
+            return None
+        h, m, s = ([int(p) for p in parts] + [0, 0])[:3]
+        return days * 86400 + h * 3600 + m * 60 + s
+    parts = t.split(":")
+    if not all(p.isdigit() for p in parts) or not 1 <= len(parts) <= 3:
+        return None
+    nums = [int(p) for p in parts]
+    if len(nums) == 1:
+        return nums[0] * 60
+    if len(nums) == 2:
+        return nums[0] * 60 + nums[1]
+    return nums[0] * 3600 + nums[1] * 60 + nums[2]

@@ -1,0 +1,113 @@
+"""Read a batch script's header: ``#SBATCH`` directives (to see what the user asked for) and
+``#HASE key=value`` lines. The script itself is never rewritten; sbatch reads it as it is.
+
+Like sbatch, the header ends at the first line that is neither blank nor a comment; ``#HASE``
+lines after it are reported (hsbatch warns), not used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from slurm_hase.errors import DescriptorError
+
+MAX_SCRIPT_BYTES = 16 * 1024 * 1024
+MAX_HASE_LINE_BYTES = 1024
+SBATCH_MAGIC = "#SBATCH"
+HASE_MAGIC = "#HASE"
+HET_WORDS = ("hetjob", "packjob")
+
+
+@dataclass(frozen=True)
+class HaseLine:
+    """One ``key=value`` pair from a ``#HASE`` line."""
+
+    lineno: int
+    key: str
+    value: str
+    text: str  # the whole line, for messages
+
+
+@dataclass
+class Header:
+    """What a script's header says."""
+
+    directives: list[list[str]] = field(default_factory=list)  # #SBATCH words, per line
+    hase: list[HaseLine] = field(default_factory=list)
+    late_hase: list[int] = field(default_factory=list)  # line numbers of ignored #HASE lines
+    het: bool = False
+
+
+def _magic(line: str, magic: str) -> str | None:
+    """The rest of ``line`` if it is a ``magic`` directive, else None."""
+    if not line.startswith(magic):
+        return None
+    rest = line[len(magic):]
+    if rest and not rest[0].isspace():
+        return None
+    return rest
+
+
+def _words(rest: str) -> list[str]:
+    import shlex  # only scripts with #SBATCH lines pay for it
+
+    try:
+        return shlex.split(rest, comments=True)
+    except ValueError:  # unbalanced quotes: sbatch will complain itself
+        return rest.split()
+
+
+def parse_header(text: str, label: str) -> Header:
+    """Scan ``text``'s header; DescriptorError names ``label`` and the line of a bad #HASE."""
+    head = Header()
+    in_header = True
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.rstrip("\r")
+        stripped = line.strip()
+        if in_header and stripped and not stripped.startswith("#"):
+            in_header = False
+        rest = _magic(line, HASE_MAGIC)
+        if rest is not None:
+            if not in_header:
+                head.late_hase.append(lineno)
+                continue
+            head.hase.extend(_hase_pairs(rest, lineno, line, label))
+            continue
+        if not in_header:
+            continue
+        rest = _magic(line, SBATCH_MAGIC)
+        if rest is not None:
+            words = _words(rest)
+            if words and words[0] in HET_WORDS:
+                head.het = True
+            head.directives.append(words)
+    return head
+
+
+def _hase_pairs(rest: str, lineno: int, line: str, label: str) -> list[HaseLine]:
+    where = f"{label} line {lineno}"
+    if len(line.encode("utf-8", "replace")) > MAX_HASE_LINE_BYTES:
+        raise DescriptorError(
+            f"{where}: #HASE line is {len(line.encode('utf-8', 'replace'))} bytes "
+            f"(at most {MAX_HASE_LINE_BYTES}); the description is oversized"
+        )
+    words = rest.split("#", 1)[0].split()
+    if not words:
+        raise DescriptorError(f"{where}: {line.strip()!r}: expected key=value after #HASE")
+    pairs: list[HaseLine] = []
+    for word in words:
+        key, eq, value = word.partition("=")
+        if not eq or not key:
+            raise DescriptorError(f"{where}: {line.strip()!r}: {word!r} is not key=value")
+        pairs.append(HaseLine(lineno, key, value, line.strip()))
+    return pairs
+
+
+def read_script(path: str) -> str | None:
+    """The script's text for scanning; None if it cannot be read (sbatch will say why)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_SCRIPT_BYTES)
+    except OSError:
+        return None
+    return data.decode("utf-8", "replace")

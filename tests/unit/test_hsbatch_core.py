@@ -1,0 +1,259 @@
+"""hsbatch's flow with a fake runner, cluster and predictor: what reaches sbatch, exactly once."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from slurm_hase.errors import PredictorError, SlurmCommandError, SlurmUnavailableError
+from slurm_hase.hsbatch.core import Deps, Io, run
+from slurm_hase.predict.api import Prediction
+from slurm_hase.predict.descriptor import WorkloadDescriptor
+from slurm_hase.slurm.runner import CommandResult, Runner
+from slurm_hase.slurm.types import Node, Partition
+
+NODES = [
+    Node(f"{t}-{i}", "IDLE", features=(t, g), partitions=("gpu",) + (("debug",) if t == "t4" else ()),
+         gpus={t: 4}) for t, g in (("a100", "ampere"), ("v100", "volta"), ("t4", "turing"))
+    for i in (1, 2)
+]
+PARTS = [Partition("gpu", default=True), Partition("debug")]
+ITER_S = {"a100": 0.1, "v100": 0.3, "t4": 1.0}
+
+
+@dataclass
+class FakeRunner:
+    result: CommandResult = CommandResult(("sbatch",), 0, "Submitted batch job 7\n", "")
+    calls: list[tuple[list[str], str | None]] = field(default_factory=list)
+    raises: Exception | None = None
+
+    def run(self, argv: Sequence[str], *, stdin: str | None = None,
+            env: Mapping[str, str] | None = None, timeout_s: float = 60.0,
+            cwd: str | None = None) -> CommandResult:
+        self.calls.append((list(argv), stdin))
+        if self.raises is not None:
+            raise self.raises
+        return self.result
+
+
+def fake_predictor(path: str | None):  # type: ignore[no-untyped-def]
+    def predict(desc: WorkloadDescriptor, types: Sequence[str]) -> dict[str, Prediction]:
+        it = desc.iterations or 0
+        return {t: Prediction(t, ITER_S[t], ITER_S[t] * 1.2, ITER_S[t] * it or None,
+                              ITER_S[t] * 1.2 * it or None) for t in types}
+    return predict
+
+
+def cluster(runner: Runner) -> tuple[list[Node], list[Partition]]:
+    return NODES, PARTS
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+    calls: list[tuple[list[str], str | None]]
+
+
+def hsbatch(argv: list[str], *, stdin: str = "", env: dict[str, str] | None = None,
+            runner: FakeRunner | None = None, predictor=fake_predictor,  # type: ignore[no-untyped-def]
+            cluster_fn=cluster) -> Result:  # type: ignore[no-untyped-def]
+    r = runner or FakeRunner()
+    out, err = io.StringIO(), io.StringIO()
+    code = run(argv, Io(lambda: stdin, out, err, env or {}),
+               Deps(runner=r, cluster=cluster_fn, predictor=predictor))
+    return Result(code, out.getvalue(), err.getvalue(), r.calls)
+
+
+def script(tmp_path: Path, body: str, name: str = "job.sh") -> str:
+    p = tmp_path / name
+    p.write_text("#!/bin/bash\n" + body + "srun true\n")
+    return str(p)
+
+
+def test_plain_job_passes_through_untouched(tmp_path: Path) -> None:
+    s = script(tmp_path, "#SBATCH -J plain\n")
+    runner = FakeRunner(CommandResult(("sbatch",), 0, "42;cl\n", "sbatch: note\n"))
+    r = hsbatch(["--parsable", "-p", "gpu", s, "arg 1", "--hase-x"], runner=runner)
+    assert r.calls == [(["sbatch", "--parsable", "-p", "gpu", s, "arg 1", "--hase-x"], None)]
+    assert (r.code, r.out, r.err) == (0, "42;cl\n", "sbatch: note\n")
+
+
+def test_description_attached_and_types_constrained(tmp_path: Path) -> None:
+    s = script(tmp_path, "#SBATCH --gres=gpu:1\n#SBATCH -t 10\n#HASE model=resnet50 bs=64\n"
+                         "#HASE iterations=2000\n")
+    r = hsbatch([s], runner=FakeRunner())
+    (argv, _), = r.calls
+    assert argv[0] == "sbatch" and argv[-1] == s
+    comment = argv[1].removeprefix("--comment=")
+    assert WorkloadDescriptor.from_comment(comment) == WorkloadDescriptor(
+        model="resnet50", batch_size=64, iterations=2000)
+    # 2000 iterations: a100 200 s and v100 600 s finish in 10 min, t4 (2000 s) does not
+    assert argv[2] == "--constraint=a100|v100"
+    assert r.err == ""
+
+
+def test_explicit_type_is_never_changed(tmp_path: Path) -> None:
+    s = script(tmp_path, "#SBATCH -t 10\n#HASE model=resnet50 iterations=2000\n")
+    r = hsbatch(["--gpus=t4:1", s])
+    argv = r.calls[0][0]
+    assert not any(a.startswith("--constraint") for a in argv)
+    assert argv[-2:] == ["--gpus=t4:1", s] and argv[1].startswith("--comment=")
+
+
+@pytest.mark.parametrize("where", ["cli", "script", "env"])
+def test_user_constraint_is_kept(tmp_path: Path, where: str) -> None:
+    body = "#SBATCH -G 1 -t 10\n#HASE model=resnet50 iterations=2000\n"
+    if where == "script":
+        body = "#SBATCH -C v100\n" + body
+    s = script(tmp_path, body)
+    argv = ["-C", "t4", s] if where == "cli" else [s]
+    env = {"SBATCH_CONSTRAINT": "t4"} if where == "env" else {}
+    r = hsbatch(argv, env=env)
+    assert [a for a in r.calls[0][0] if a.startswith("--constraint")] == []
+
+
+@pytest.mark.parametrize("how", [["--comment", "mine"], []])
+def test_user_comment_is_not_clobbered(tmp_path: Path, how: list[str]) -> None:
+    s = script(tmp_path, ("" if how else "#SBATCH --comment=mine\n") + "#HASE model=resnet50\n")
+    r = hsbatch([*how, s])
+    assert r.calls[0][0] == ["sbatch", *how, s]
+    assert r.err.count("\n") == 1 and "not attached" in r.err
+
+
+def test_invalid_hase_line_names_line_and_key(tmp_path: Path) -> None:
+    s = script(tmp_path, "#SBATCH -J x\n#HASE model=resnet50\n#HASE batch_size=lots\n")
+    r = hsbatch([s])
+    assert r.code == 2 and r.calls == []
+    assert "job.sh line 4" in r.err and "batch_size" in r.err and "nothing submitted" in r.err
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [("#HASE colour=blue", "colour: unknown key"), ("#HASE model", "not key=value"),
+     ("#HASE bs=1 batch_size=2", "given twice"), ("#HASE model=x" + "y" * 2000, "oversized"),
+     ("#HASE model=not-in-table", "gflops")],
+)
+def test_bad_lines(tmp_path: Path, line: str, fragment: str) -> None:
+    r = hsbatch([script(tmp_path, line + "\n")])
+    assert r.code == 2 and r.calls == [] and fragment in r.err and "line 2" in r.err
+
+
+def test_oversized_descriptor_file_refused(tmp_path: Path) -> None:
+    d = tmp_path / "desc.txt"
+    d.write_text("model=resnet50\n" + "# padding\n" * 10000)
+    r = hsbatch(["--hase-descriptor", str(d), "--wrap=true"])
+    assert r.code == 2 and r.calls == [] and "oversized" in r.err
+
+
+def test_descriptor_sources_precedence(tmp_path: Path) -> None:
+    d = tmp_path / "d.json"
+    d.write_text('{"model": "resnet50", "bs": 16, "iterations": 5}')
+    s = script(tmp_path, "#HASE batch_size=32\n")
+    r = hsbatch([f"--hase-descriptor={d}", "--hase-iterations", "9", s])
+    comment = r.calls[0][0][1].removeprefix("--comment=")
+    assert WorkloadDescriptor.from_comment(comment) == WorkloadDescriptor(
+        model="resnet50", batch_size=32, iterations=9)
+
+
+def boom_predictor(path: str | None):  # type: ignore[no-untyped-def]
+    raise PredictorError("model file: missing the p50 booster")
+
+
+def no_module(path: str | None):  # type: ignore[no-untyped-def]
+    raise ImportError("No module named 'slurm_hase.predict.api'")
+
+
+def unreachable(runner: Runner) -> tuple[list[Node], list[Partition]]:
+    raise SlurmUnavailableError(["scontrol"], 1, "Unable to contact slurm controller")
+
+
+@pytest.mark.parametrize(("pred", "clus"), [(boom_predictor, cluster), (no_module, cluster),
+                                            (fake_predictor, unreachable)])
+def test_fail_open_submits_as_sbatch(tmp_path: Path, pred, clus) -> None:  # type: ignore[no-untyped-def]
+    s = script(tmp_path, "#SBATCH --gres=gpu:1 -t 5\n#HASE model=resnet50 iterations=100\n")
+    r = hsbatch(["--hase-explain", "-J", "j", s], predictor=pred, cluster_fn=clus)
+    assert r.calls == [(["sbatch", "-J", "j", s], None)]
+    assert r.code == 0 and r.out == "Submitted batch job 7\n"
+    assert r.err.count("\n") == 1 and r.err.startswith("hsbatch: warning:")
+
+
+def test_corrupt_model_file_fails_open(tmp_path: Path) -> None:
+    from slurm_hase.hsbatch.core import _load_predict
+
+    bad = tmp_path / "model.json"
+    bad.write_text('{"format": "slurm-hase-predictor", "version": 1, "boost')
+    s = script(tmp_path, "#SBATCH -G 1 -t 5\n#HASE model=resnet50 iterations=100\n")
+    r = hsbatch([f"--hase-predictor={bad}", s], predictor=_load_predict)
+    assert r.calls == [(["sbatch", s], None)] and "predictor failed" in r.err
+
+
+def test_script_from_stdin_is_passed_exactly() -> None:
+    text = "#!/bin/sh\n#SBATCH -G 1\n#HASE model=resnet50\r\necho 'ünï' $HOME\n"
+    r = hsbatch(["-H"], stdin=text)
+    ((argv, stdin),) = r.calls
+    assert stdin == text and argv[-1] == "-H" and argv[1].startswith("--comment=")
+
+
+def test_non_utf8_stdin_is_refused_not_mangled() -> None:
+    r = hsbatch([], stdin=b"#!/bin/sh\necho \xff\n".decode("utf-8", "surrogateescape"))
+    assert r.code == 1 and r.calls == [] and "not UTF-8" in r.err
+
+
+def test_test_only_and_wrap_add_nothing(tmp_path: Path) -> None:
+    s = script(tmp_path, "#SBATCH -G 1\n#HASE model=resnet50\n")
+    assert hsbatch(["--test-only", s]).calls[0][0] == ["sbatch", "--test-only", s]
+    r = hsbatch(["--wrap", "hostname"])
+    assert r.calls == [(["sbatch", "--wrap", "hostname"], None)]
+
+
+def test_help_appends_our_options() -> None:
+    runner = FakeRunner(CommandResult(("sbatch",), 0, "Usage: sbatch\n", ""))
+    r = hsbatch(["--hase-explain", "--help"], runner=runner)
+    assert r.calls == [(["sbatch", "--help"], None)]
+    assert r.out.startswith("Usage: sbatch\n") and "--hase-explain" in r.out
+
+
+def test_explain_goes_to_stderr(tmp_path: Path) -> None:
+    s = script(tmp_path, "#SBATCH -G 2 -t 1:00:00\n#HASE model=resnet50 iterations=10000\n")
+    r = hsbatch(["--parsable", "--hase-explain", s])
+    assert r.out == "Submitted batch job 7\n"
+    assert "a100" in r.err and "t4" in r.err and "constraint added: a100|v100" in r.err
+
+
+def test_partition_limits_types(tmp_path: Path) -> None:
+    s = script(tmp_path, "#SBATCH -G 1 -t 10\n#HASE model=resnet50 iterations=2000\n")
+    r = hsbatch(["-p", "debug", s])  # only t4 there, and it is predicted too slow
+    assert [a for a in r.calls[0][0] if a.startswith("--constraint")] == []
+
+
+def test_late_hase_line_warns(tmp_path: Path) -> None:
+    s = script(tmp_path, "echo start\n#HASE model=resnet50\n")
+    r = hsbatch([s])
+    assert r.calls[0][0] == ["sbatch", s] and "line 3" in r.err
+
+
+def test_exit_codes_relayed() -> None:
+    assert hsbatch(["--wrap=x"], runner=FakeRunner(CommandResult((), 1, "", "sbatch: error\n"))).code == 1
+    assert hsbatch(["--wrap=x"], runner=FakeRunner(CommandResult((), -9, "", ""))).code == 137
+    missing = FakeRunner(raises=SlurmCommandError(["sbatch"], 127, "sbatch: command not found"))
+    r = hsbatch(["--wrap=x"], runner=missing)
+    assert r.code == 127 and "command not found" in r.err and len(r.calls) == 1
+
+
+def test_metacharacters_are_literal(tmp_path: Path) -> None:
+    d = tmp_path / "a b;$(touch x)&'\"*|<>`"
+    d.mkdir()
+    s = script(d, "#HASE model=resnet50\n", name="j;$HOME `id`.sh")
+    desc = d / "d $x;.txt"
+    desc.write_text("bs=8\n")
+    name = "n;$(rm -rf /) 'q' \"dq\" `id` *"
+    r = hsbatch(["-J", name, f"--hase-descriptor={desc}", s, "$1", ";"])
+    argv = r.calls[0][0]
+    assert argv[2:] == ["-J", name, s, "$1", ";"]
+    assert not (d / "x").exists()

@@ -1,0 +1,102 @@
+"""Request merging (#SBATCH < env < CLI), GPU request parsing, and the type-constraint choice."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_hase.hsbatch import plan
+from slurm_hase.hsbatch.request import (
+    build_request,
+    classify_gpus,
+    classify_gres,
+    parse_time_limit,
+)
+from slurm_hase.hsbatch.sbatch_opts import scan
+from slurm_hase.hsbatch.script import parse_header
+from slurm_hase.predict.descriptor import WorkloadDescriptor
+from slurm_hase.slurm.types import Node, Partition
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("gpu:2", (True, False)), ("gpu:a100:1", (False, True)), ("gpu", (True, False)),
+     ("gpu:a100", (False, True)), ("mps:50", (True, False)), ("gres:gpu:v100:2", (False, True)),
+     ("craynetwork:1", (False, False)), ("gpu:0", (False, False)), ("none", (False, False)),
+     ("gpu:a100:1(S:0),mps:25", (True, True))],
+)
+def test_classify_gres(value: str, expected: tuple[bool, bool]) -> None:
+    assert classify_gres(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("2", (True, False)), ("a100:2", (False, True)), ("a100:1,2", (True, True)), ("0", (False, False))],
+)
+def test_classify_gpus(value: str, expected: tuple[bool, bool]) -> None:
+    assert classify_gpus(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("10", 600), ("10:30", 630), ("1:00:00", 3600), ("2-3", 2 * 86400 + 3 * 3600),
+     ("1-0:10", 86400 + 600), ("1-0:0:5", 86405), ("UNLIMITED", None), ("soon", None), (None, None)],
+)
+def test_time_limits(text: str | None, seconds: int | None) -> None:
+    assert parse_time_limit(text) == seconds
+
+
+def test_precedence_script_env_cli() -> None:
+    head = parse_header("#!/bin/sh\n#SBATCH -p debug -t 5\n#SBATCH --gres=gpu:1 # two\nhostname\n"
+                        "#SBATCH --comment=late\n", "j")
+    req = build_request(scan([]), {}, head.directives)
+    assert req.partitions == ("debug",) and req.time_limit_s == 300 and req.gpu_untyped
+    assert req.comment is None  # directives after the first command are ignored, as sbatch does
+    req = build_request(scan([]), {"SBATCH_PARTITION": "gpu", "SBATCH_TIMELIMIT": "7"}, head.directives)
+    assert req.partitions == ("gpu",) and req.time_limit_s == 420
+    req = build_request(scan(["-p", "a,b", "--gpus=a100:1"]), {"SBATCH_PARTITION": "gpu"},
+                        head.directives)
+    assert req.partitions == ("a", "b") and req.gpu_typed
+
+
+def test_hetjob_directive() -> None:
+    assert parse_header("#!/bin/sh\n#SBATCH -N1\n#SBATCH hetjob\n#SBATCH -N2\n", "j").het
+
+
+NODES = [Node("a", "IDLE", features=("a100",), partitions=("gpu",), gpus={"a100": 4}),
+         Node("t", "IDLE", features=("t4",), partitions=("gpu", "dbg"), gpus={"t4": 4}),
+         Node("c", "IDLE", partitions=("gpu",))]
+MEM = {"a100": 80.0, "t4": 16.0}
+
+
+def rows(desc: WorkloadDescriptor, nodes: list[Node] = NODES) -> list[plan.TypeRow]:
+    return plan.judge_types(plan.gpu_types(nodes), desc, memory_of=MEM.get,
+                            params_m=desc.params_m, time_limit_s=None, predictions=None)
+
+
+def test_memory_lower_bound_picks_types() -> None:
+    big = WorkloadDescriptor(gflops_per_iter=1e4, params_m=7000, precision="fp16")  # 28 GB
+    assert plan.choose_constraint(rows(big)) == ("a100", None)
+    small = WorkloadDescriptor(gflops_per_iter=10, params_m=100)
+    assert plan.choose_constraint(rows(small)) == (None, None)  # every type fits
+    infer = WorkloadDescriptor(gflops_per_iter=1e4, params_m=7000, precision="fp16", mode="infer")
+    assert plan.choose_constraint(rows(infer)) == (None, None)  # 14 GB fits a t4
+    huge = WorkloadDescriptor(gflops_per_iter=1e4, params_m=70000, precision="fp16")
+    constraint, reason = plan.choose_constraint(rows(huge))
+    assert constraint is None and reason is not None and "no GPU type" in reason
+    spread = WorkloadDescriptor(gflops_per_iter=1e4, params_m=70000, precision="fp16", num_gpus=8)
+    assert plan.choose_constraint(rows(spread)) == ("a100", None)
+
+
+def test_no_features_no_constraint() -> None:
+    bare = [Node("a", "IDLE", partitions=("gpu",), gpus={"a100": 4}),
+            Node("t", "IDLE", partitions=("gpu",), gpus={"t4": 4})]
+    big = WorkloadDescriptor(gflops_per_iter=1e4, params_m=7000, precision="fp16")
+    constraint, reason = plan.choose_constraint(rows(big, bare))
+    assert constraint is None and reason is not None and "features" in reason
+
+
+def test_partition_nodes() -> None:
+    parts = [Partition("gpu", default=True), Partition("dbg")]
+    assert [n.name for n in plan.partition_nodes(NODES, (), parts) or []] == ["a", "t", "c"]
+    assert [n.name for n in plan.partition_nodes(NODES, ("dbg",), parts) or []] == ["t"]
+    assert plan.partition_nodes(NODES, (), [Partition("gpu")]) is None
