@@ -72,12 +72,11 @@ def compress(names: list[str]) -> str:
             continue
         spans: list[str] = []
         start = prev = nums[0]
-        for n in nums[1:] + [None]:  # type: ignore[list-item]
-            if n is not None and n == prev + 1:
-                prev = n
-                continue
-            spans.append(f"{start}" if start == prev else f"{start}-{prev}")
-            if n is not None:
-                start = prev = n
+        for n in nums[1:]:
+            if n != prev + 1:
+                spans.append(f"{start}" if start == prev else f"{start}-{prev}")
+                start = n
+            prev = n
+        spans.append(f"{start}" if start == prev else f"{start}-{prev}")
         out.append(f"{prefix}[{','.join(spans)}]")
     return ",".join(out)
