@@ -30,7 +30,7 @@ install_python() {
     python3 -m venv "$VENV"
   fi
   log "pip install -e .[dev,plot]"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[dev,plot]'
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --config-settings editable_mode=compat -e '.[dev,plot]'
 }
 
 build_spank() {
