@@ -1,0 +1,189 @@
+"""`hase schedd`: run and manage the scheduler daemon (thin layer over slurm_hase.daemon)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import signal
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+
+from slurm_hase.daemon.config import DaemonConfig, load_config
+
+CONFIG_OPT = click.option("--config", "config_path", type=click.Path(dir_okay=False),
+                          default=None, help="TOML config (see templates/schedd.toml.example).")
+DB_OPT = click.option("--state-db", default=None, help="State store path (overrides config).")
+
+
+def _config(path: str | None, state_db: str | None = None) -> DaemonConfig:
+    cfg = load_config(path)
+    return replace(cfg, state_db=state_db) if state_db else cfg
+
+
+def _backend() -> Any:
+    from slurm_hase.slurm.command_backend import CommandBackend
+    from slurm_hase.slurm.runner import SubprocessRunner
+
+    return CommandBackend(SubprocessRunner())
+
+
+@click.group(name="schedd")
+def schedd() -> None:
+    """Run and manage the scheduler daemon (decides GPU type and order of pending jobs)."""
+
+
+@schedd.command(name="policies")
+def policies_cmd() -> None:
+    """List the scheduling policies with their knobs."""
+    from slurm_hase.policy.registry import list_policies, policy_knobs
+
+    for name, summary in list_policies():
+        knobs = ", ".join(f"{k}={v:g}" for k, v in sorted(policy_knobs(name).items()))
+        click.echo(f"{name:<7} {summary}" + (f"  [knobs: {knobs}]" if knobs else ""))
+
+
+@schedd.command(name="run")
+@click.option("--once", is_flag=True, help="Run one cycle and exit.")
+@click.option("--dry-run", is_flag=True, help="Print the updates it would make; change nothing.")
+@click.option("--interval", type=click.FloatRange(min=1.0), default=None,
+              help="Seconds between cycles (overrides config).")
+@CONFIG_OPT
+@DB_OPT
+def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str | None,
+            state_db: str | None) -> None:
+    """Observe -> decide -> act -> record, every interval."""
+    from slurm_hase.daemon.cycle import CycleConfig
+    from slurm_hase.daemon.estimator import DescriptorEstimator
+    from slurm_hase.daemon.logs import setup_logging
+    from slurm_hase.daemon.loop import Daemon, LoopSettings, WallClock
+    from slurm_hase.daemon.metrics import Metrics, serve_metrics
+    from slurm_hase.policy.registry import make_policy
+    from slurm_hase.predict.api import load_predictor
+    from slurm_hase.store.state import StateStore
+
+    cfg = _config(config_path, state_db)
+    if dry_run:
+        cfg = replace(cfg, dry_run=True)
+    if interval is not None:
+        cfg = replace(cfg, interval_s=interval)
+    setup_logging(cfg.log_format, cfg.log_level)
+    policy = make_policy(cfg.policy, **cfg.knobs)
+    predictor = load_predictor(cfg.model)
+    store = StateStore(cfg.state_db)
+    store.record_model(cfg.model or "(bundled)",
+                       hashlib.sha256(predictor.to_json().encode()).hexdigest()[:16],
+                       {"meta_keys": sorted(predictor.meta)})
+    metrics = Metrics()
+    if cfg.metrics_port:
+        serve_metrics(metrics, cfg.metrics_address, cfg.metrics_port)
+    daemon = Daemon(
+        _backend(), policy, DescriptorEstimator(predictor), WallClock(), store,
+        CycleConfig(partitions=cfg.partitions, dry_run=cfg.dry_run,
+                    nice_min_delta=cfg.nice_min_delta, nice_quantum=cfg.nice_quantum,
+                    gpu_types=cfg.gpu_types,
+                    update_workers=cfg.update_workers, batch_updates=cfg.batch_updates),
+        LoopSettings(cfg.interval_s, cfg.backoff_s, cfg.backoff_max_s, cfg.half_life_s),
+        shares=cfg.shares, metrics=metrics)
+    stop = {"flag": False}
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop["flag"] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    def after() -> None:
+        if cfg.metrics_textfile:
+            metrics.write_textfile(cfg.metrics_textfile)
+        res = daemon.last_result
+        if cfg.dry_run and res is not None:
+            from slurm_hase.slurm import commands
+
+            for job_id, upd in res.planned:
+                click.echo("would run: " + shlex.join(commands.update_job(job_id, upd)))
+            click.echo(f"# {len(res.planned)} updates planned for {res.pending} pending jobs "
+                       f"({len(res.skipped)} notes)")
+
+    daemon.run(once=once, should_stop=lambda: stop["flag"], after_cycle=after)
+    if once and daemon.failures:
+        raise click.ClickException("slurm unavailable; no cycle completed")
+
+
+@schedd.command(name="status")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--cycles", default=5, show_default=True, help="How many recent cycles.")
+@CONFIG_OPT
+@DB_OPT
+def status_cmd(as_json: bool, cycles: int, config_path: str | None, state_db: str | None) -> None:
+    """Recent cycles, jobs we hold attributes on, and the model in use."""
+    from slurm_hase.store.state import StateStore
+
+    cfg = _config(config_path, state_db)
+    if not Path(cfg.state_db).is_file():
+        raise click.ClickException(f"no state store at {cfg.state_db} (has the daemon run?)")
+    store = StateStore(cfg.state_db)
+    data = {"state_db": cfg.state_db, "policy": cfg.policy, "cycles": store.cycles(cycles),
+            "owned_jobs": len(store.owned()), "model": store.latest_model(),
+            "usage": (store.latest_usage() or {}).get("usage", {})}
+    if as_json:
+        click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+        return
+    click.echo(f"state store: {cfg.state_db}   policy (config): {cfg.policy}")
+    click.echo(f"jobs carrying our Nice/Features: {data['owned_jobs']}")
+    for c in data["cycles"]:
+        click.echo(f"  cycle {c['id']:>6}  {c['policy']:<6} pending={c['pending']:<5} "
+                   f"applied={c['applied']:<4} errors={c['errors']:<3} "
+                   f"{c['duration_s'] * 1000:.0f} ms{'  DRY' if c['dry_run'] else ''}"
+                   f"{'  SLURM-DOWN' if c['unavailable'] else ''}")
+    if not data["cycles"]:
+        click.echo("  no cycles recorded yet")
+
+
+@schedd.command(name="reset")
+@click.option("--dry-run", is_flag=True, help="Show what would be removed.")
+@CONFIG_OPT
+@DB_OPT
+def reset_cmd(dry_run: bool, config_path: str | None, state_db: str | None) -> None:
+    """Remove our Nice/Features from pending jobs we touched (user changes are kept)."""
+    from slurm_hase.daemon.cycle import OwnedAttrs
+    from slurm_hase.daemon.reset import reset_decisions
+    from slurm_hase.store.state import StateStore
+
+    cfg = _config(config_path, state_db)
+    store = StateStore(cfg.state_db)
+    owned = {j: OwnedAttrs(n, f) for j, (n, f) in store.owned().items()}
+    outcomes = reset_decisions(_backend(), owned, cfg.partitions, dry_run=dry_run)
+    for o in outcomes:
+        click.echo(f"{o.job_id}: {o.outcome}" + (f" ({o.detail})" if o.detail else ""))
+    if not dry_run:
+        store.forget(o.job_id for o in outcomes if o.outcome in ("reset", "gone", "unchanged"))
+    errors = sum(1 for o in outcomes if o.outcome == "error")
+    click.echo(f"{len(outcomes)} jobs, {errors} errors")
+    if errors:
+        raise click.ClickException(f"{errors} jobs could not be reset (kept in the store)")
+
+
+@schedd.command(name="render-unit")
+@CONFIG_OPT
+@click.option("--user", default="root", show_default=True)
+@click.option("--slurm-conf", default=None, help="SLURM_CONF for the service.")
+@click.option("--exec", "exec_start", default=None, help="Path of the `hase` executable.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None)
+def render_unit_cmd(config_path: str | None, user: str, slurm_conf: str | None,
+                    exec_start: str | None, output: str | None) -> None:
+    """Print (or write) the systemd unit for the daemon."""
+    from slurm_hase.daemon.unit import render_unit
+
+    cfg_path = config_path or "/etc/slurm-hase/schedd.toml"
+    if config_path:
+        load_config(config_path)  # refuse to install a unit for a broken config
+    text = render_unit(config_path=cfg_path, exec_start=exec_start, user=user,
+                       slurm_conf=slurm_conf)
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+    else:
+        click.echo(text, nl=False)

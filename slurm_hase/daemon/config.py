@@ -1,0 +1,182 @@
+"""The daemon's TOML config (templates/schedd.toml.example), checked completely at start.
+
+An unknown key, policy, knob or GPU type is a ConfigError naming the field, so a typo never
+reaches a running scheduler.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from slurm_hase.errors import ConfigError, HaseError
+
+DEFAULT_DB = "/var/lib/slurm-hase/schedd.db"
+
+_SCHEDD_KEYS = {"interval_s", "partitions", "dry_run", "state_db", "model", "half_life_s",
+                "nice_min_delta", "nice_quantum", "backoff_s", "backoff_max_s", "gpu_types", "update_workers", "batch_updates",
+                "log_format", "log_level", "metrics"}
+_METRICS_KEYS = {"textfile", "port", "address"}
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    """Everything `hase schedd run` needs; built only by load_config / from_mapping."""
+
+    policy: str = "fair"
+    knobs: Mapping[str, float] = field(default_factory=dict)
+    interval_s: float = 60.0
+    partitions: tuple[str, ...] | None = None
+    dry_run: bool = False
+    state_db: str = DEFAULT_DB
+    model: str | None = None
+    half_life_s: float = 7 * 24 * 3600.0
+    nice_min_delta: int = 10
+    nice_quantum: int = 1
+    backoff_s: float = 5.0
+    backoff_max_s: float = 300.0
+    gpu_types: tuple[str, ...] | None = None
+    update_workers: int = 4
+    batch_updates: bool = True
+    log_format: str = "json"
+    log_level: str = "INFO"
+    metrics_textfile: str | None = None
+    metrics_port: int = 0
+    metrics_address: str = "127.0.0.1"
+    shares: Mapping[str, float] = field(default_factory=dict)  # empty = ask sacctmgr
+
+
+def _num(section: str, key: str, value: Any, lo: float, hi: float = math.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"[{section}] {key}: must be a number, got {value!r}")
+    if not (math.isfinite(float(value)) and lo <= float(value) <= hi):
+        raise ConfigError(f"[{section}] {key}: {value!r} is out of range [{lo:g}, {hi:g}]")
+    return float(value)
+
+
+def _names(section: str, key: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(
+            isinstance(v, str) and v and v.replace("-", "").replace("_", "").isalnum()
+            for v in value):
+        raise ConfigError(f"[{section}] {key}: must be a non-empty list of plain names")
+    return tuple(value)
+
+
+def _default_gpu_check(name: str) -> str:
+    from slurm_hase.predict.catalog import resolve_gpu
+
+    return resolve_gpu(name).key
+
+
+def _default_policy_check(name: str, knobs: Mapping[str, float]) -> None:
+    from slurm_hase.policy.registry import make_policy
+
+    make_policy(name, **knobs)
+
+
+def from_mapping(
+    data: Mapping[str, Any],
+    *,
+    check_gpu: Callable[[str], str] = _default_gpu_check,
+    check_policy: Callable[[str, Mapping[str, float]], None] = _default_policy_check,
+) -> DaemonConfig:
+    """Validate a parsed TOML document; ConfigError names the first bad field."""
+    unknown = set(data) - {"schedd", "policy", "shares"}
+    if unknown:
+        raise ConfigError(f"unknown section(s): {', '.join(sorted(unknown))}")
+    s = dict(data.get("schedd", {}))
+    bad = set(s) - _SCHEDD_KEYS
+    if bad:
+        raise ConfigError(f"[schedd] unknown key(s): {', '.join(sorted(bad))}")
+    out: dict[str, Any] = {}
+    for key, lo, hi in (("interval_s", 1.0, 86400.0), ("half_life_s", 1.0, math.inf),
+                        ("backoff_s", 0.1, 3600.0), ("backoff_max_s", 0.1, 86400.0)):
+        if key in s:
+            out[key] = _num("schedd", key, s[key], lo, hi)
+    for key, lo, hi in (("nice_min_delta", 1, 10_000), ("nice_quantum", 1, 1000),
+                        ("update_workers", 1, 64)):
+        if key in s:
+            out[key] = int(_num("schedd", key, s[key], lo, hi))
+    for key in ("dry_run", "batch_updates"):
+        if key in s:
+            if not isinstance(s[key], bool):
+                raise ConfigError(f"[schedd] {key}: must be true or false")
+            out[key] = s[key]
+    for key in ("state_db", "model"):
+        if key in s:
+            if not isinstance(s[key], str):
+                raise ConfigError(f"[schedd] {key}: must be a path string")
+            out[key] = s[key] or (None if key == "model" else DEFAULT_DB)
+    if "partitions" in s:
+        out["partitions"] = _names("schedd", "partitions", s["partitions"])
+    if "gpu_types" in s:
+        types = _names("schedd", "gpu_types", s["gpu_types"])
+        for t in types:
+            try:
+                check_gpu(t)
+            except HaseError as exc:
+                raise ConfigError(f"[schedd] gpu_types: {exc}") from exc
+        out["gpu_types"] = tuple(t.lower() for t in types)
+    if s.get("log_format", "json") not in ("json", "text"):
+        raise ConfigError("[schedd] log_format: must be 'json' or 'text'")
+    out["log_format"] = s.get("log_format", "json")
+    level = str(s.get("log_level", "INFO")).upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ConfigError(f"[schedd] log_level: {level!r} is not DEBUG/INFO/WARNING/ERROR")
+    out["log_level"] = level
+    out.update(_metrics(s.get("metrics", {})))
+    out.update(_policy(data.get("policy", {}), check_policy))
+    out["shares"] = {str(k): _num("shares", str(k), v, 0.0) for k, v in
+                     dict(data.get("shares", {})).items()}
+    return DaemonConfig(**out)
+
+
+def _metrics(m: Any) -> dict[str, Any]:
+    if not isinstance(m, Mapping) or set(m) - _METRICS_KEYS:
+        raise ConfigError(f"[schedd.metrics] keys: {', '.join(sorted(_METRICS_KEYS))}")
+    out: dict[str, Any] = {}
+    if "textfile" in m:
+        if not isinstance(m["textfile"], str) or not m["textfile"].endswith(".prom"):
+            raise ConfigError("[schedd.metrics] textfile: must be a path ending in .prom")
+        out["metrics_textfile"] = m["textfile"]
+    if "port" in m:
+        out["metrics_port"] = int(_num("schedd.metrics", "port", m["port"], 0, 65535))
+    if "address" in m:
+        if not isinstance(m["address"], str):
+            raise ConfigError("[schedd.metrics] address: must be a string")
+        out["metrics_address"] = m["address"]
+    return out
+
+
+def _policy(p: Any, check: Callable[[str, Mapping[str, float]], None]) -> dict[str, Any]:
+    if not isinstance(p, Mapping) or set(p) - {"name", "knobs"}:
+        raise ConfigError("[policy] keys: name, knobs")
+    name = p.get("name", "fair")
+    if not isinstance(name, str):
+        raise ConfigError("[policy] name: must be a string")
+    raw = p.get("knobs", {})
+    if not isinstance(raw, Mapping):
+        raise ConfigError("[policy.knobs] must be a table")
+    knobs = {str(k): _num("policy.knobs", str(k), v, -math.inf) for k, v in raw.items()}
+    try:
+        check(name, knobs)
+    except HaseError as exc:
+        raise ConfigError(f"[policy] {exc}") from exc
+    return {"policy": name, "knobs": knobs}
+
+
+def load_config(path: str | Path | None, **checks: Any) -> DaemonConfig:
+    """Read and validate a TOML file (None = all defaults, still validated)."""
+    if path is None:
+        return from_mapping({}, **checks)
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config {path}: {exc}") from exc
+    return from_mapping(data, **checks)

@@ -1,0 +1,132 @@
+"""RuntimeEstimator that reads a job's workload descriptor from its comment and re-predicts.
+
+Only the descriptor (model, batch size, iterations...) comes from the user; runtimes always come
+from the predictor. A malformed or hostile comment makes the job unknown (None, logged once)
+and the text is never passed to anything but the JSON parser. Results are cached per
+(job id, comment, GPU types), so a cycle over thousands of unchanged jobs predicts nothing new.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
+
+from slurm_hase.daemon.cycle import JobEstimate
+from slurm_hase.errors import DescriptorError, HaseError
+from slurm_hase.predict.descriptor import WorkloadDescriptor
+from slurm_hase.slurm.types import Job
+
+log = logging.getLogger("slurm_hase.daemon.estimator")
+
+NOMINAL_RUNTIME_S = 3600.0  # slowest-type runtime assumed when neither iterations nor limit known
+
+
+class PredictionLike(Protocol):
+    """The parts of predict.api.Prediction used here."""
+
+    @property
+    def iter_time_p50(self) -> float: ...
+
+    @property
+    def runtime_p50_s(self) -> float | None: ...
+
+
+class PredictorLike(Protocol):
+    """The parts of predict.api.Predictor used here."""
+
+    def predict(self, desc: WorkloadDescriptor,
+                gpu_types: Sequence[str]) -> Mapping[str, PredictionLike]: ...
+
+
+TypeResolver = Callable[[str], str]
+
+
+def catalog_key(name: str) -> str:
+    """Canonical catalog key of a Slurm GPU type name (raises UnknownGpuError)."""
+    from slurm_hase.predict.catalog import resolve_gpu
+
+    return resolve_gpu(name).key
+
+
+_Key = tuple[str, str, tuple[str, ...]]
+
+
+class DescriptorEstimator:
+    """Estimates from the `{"hase":1,...}` descriptor in the job comment."""
+
+    def __init__(self, predictor: PredictorLike, *, resolve: TypeResolver = catalog_key,
+                 max_cache: int = 50_000) -> None:
+        self.predictor = predictor
+        self.resolve = resolve
+        self.max_cache = max_cache
+        self._cache: OrderedDict[_Key, JobEstimate | None] = OrderedDict()
+        self._keys: dict[str, str | None] = {}
+        self.rejected: dict[str, str] = {}  # job id -> reason of the latest rejection
+
+    def estimate(self, job: Job, gpu_types: Sequence[str]) -> JobEstimate | None:
+        """Predicted runtime per type, or None when the job carries no usable descriptor."""
+        key: _Key = (job.job_id, job.comment, tuple(gpu_types))
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        est = self._compute(job, gpu_types)
+        self._cache[key] = est
+        if len(self._cache) > self.max_cache:
+            self._cache.popitem(last=False)
+        return est
+
+    def _reject(self, job: Job, reason: str) -> None:
+        self.rejected[job.job_id] = reason
+        log.warning("job %s: descriptor ignored: %s", job.job_id, reason)
+
+    def _type_key(self, gtype: str) -> str | None:
+        if gtype not in self._keys:
+            try:
+                self._keys[gtype] = self.resolve(gtype)
+            except HaseError as exc:
+                log.warning("GPU type %r unknown to the predictor: %s", gtype, exc)
+                self._keys[gtype] = None
+        return self._keys[gtype]
+
+    def _compute(self, job: Job, gpu_types: Sequence[str]) -> JobEstimate | None:
+        try:
+            desc = WorkloadDescriptor.from_comment(job.comment)
+        except DescriptorError as exc:
+            self._reject(job, str(exc))
+            return None
+        except Exception as exc:  # noqa: BLE001 - hostile input must never crash a cycle
+            self._reject(job, f"unparseable comment ({type(exc).__name__})")
+            return None
+        if desc is None:
+            return None
+        keyed = {t: k for t in gpu_types if (k := self._type_key(t)) is not None}
+        if not keyed:
+            return None
+        try:
+            preds = self.predictor.predict(desc, sorted(set(keyed.values())))
+        except HaseError as exc:
+            self._reject(job, f"prediction failed: {exc}")
+            return None
+        iters: dict[str, float] = {}
+        runtimes: dict[str, float] = {}
+        for t, k in keyed.items():
+            p = preds.get(k)
+            if p is None or not p.iter_time_p50 > 0:
+                continue
+            iters[t] = float(p.iter_time_p50)
+            if p.runtime_p50_s is not None and p.runtime_p50_s > 0:
+                runtimes[t] = float(p.runtime_p50_s)
+        if not iters:
+            return None
+        if len(runtimes) != len(iters):
+            runtimes = _scaled_runtimes(iters, job.time_limit_s)
+        return JobEstimate(runtime_s=runtimes)
+
+
+def _scaled_runtimes(iters: Mapping[str, float], limit_s: int | None) -> dict[str, float]:
+    """Without iterations: the slowest type takes the time limit (or a nominal hour)."""
+    slowest = max(iters.values())
+    span = float(limit_s) if limit_s else NOMINAL_RUNTIME_S
+    return {t: span * it / slowest for t, it in iters.items()}

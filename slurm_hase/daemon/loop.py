@@ -1,0 +1,170 @@
+"""The daemon loop: run_cycle every interval, record it, back off while Slurm is away.
+
+All collaborators are passed in (backend, policy, estimator, clock, store, sleep), so tests
+drive it with fakes and a fake sleep.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from slurm_hase.daemon.cycle import (
+    Clock,
+    CycleConfig,
+    CycleResult,
+    OwnedAttrs,
+    RuntimeEstimator,
+    run_cycle,
+)
+from slurm_hase.daemon.metrics import Metrics
+from slurm_hase.errors import PolicyError, SlurmError, StoreError
+from slurm_hase.policy.types import Policy
+from slurm_hase.policy.usage import UsageLedger
+from slurm_hase.slurm.backend import SlurmBackend
+from slurm_hase.store.state import CycleRow, DecisionRow, StateStore
+
+log = logging.getLogger("slurm_hase.daemon")
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """Timing of the loop (from DaemonConfig)."""
+
+    interval_s: float = 60.0
+    backoff_s: float = 5.0
+    backoff_max_s: float = 300.0
+    half_life_s: float = 7 * 24 * 3600.0
+
+
+class Daemon:
+    """Owns the ledger and the ownership map across cycles; one `step()` per cycle."""
+
+    def __init__(self, backend: SlurmBackend, policy: Policy, estimator: RuntimeEstimator,
+                 clock: Clock, store: StateStore, cycle_config: CycleConfig,
+                 settings: LoopSettings, *, shares: Mapping[str, float] | None = None,
+                 metrics: Metrics | None = None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.backend = backend
+        self.policy = policy
+        self.estimator = estimator
+        self.clock = clock
+        self.store = store
+        self.config = cycle_config
+        self.settings = settings
+        self.fixed_shares = dict(shares or {})
+        self.metrics = metrics or Metrics()
+        self._monotonic = monotonic
+        self.failures = 0
+        self.last_result: CycleResult | None = None
+        self.ledger = self._load_ledger()
+        self.owned: dict[str, OwnedAttrs] = {
+            jid: OwnedAttrs(n, f) for jid, (n, f) in store.owned().items()}
+
+    def _load_ledger(self) -> UsageLedger:
+        snap = self.store.latest_usage()
+        if snap is not None:
+            try:
+                ledger = UsageLedger.from_dict(snap)
+                if ledger.half_life_s == self.settings.half_life_s:
+                    return ledger
+                log.info("usage ledger half-life changed; starting a new ledger")
+            except PolicyError as exc:
+                log.warning("stored usage ledger unusable (%s); starting a new one", exc)
+        return UsageLedger(self.settings.half_life_s)
+
+    def _shares(self) -> Mapping[str, float]:
+        if self.fixed_shares:
+            return self.fixed_shares
+        return self.backend.account_shares()
+
+    def step(self) -> float:
+        """One cycle with recording; returns the delay before the next one."""
+        t0 = self._monotonic()
+        try:
+            result = run_cycle(self.backend, self.policy, self.estimator, self.clock,
+                               self.ledger, self._shares(), self.config, owned=self.owned)
+        except SlurmError as exc:
+            return self._backoff(f"{type(exc).__name__}: {exc}")
+        wall = self._monotonic() - t0
+        self.last_result = result
+        self.metrics.observe_cycle(result, wall)
+        self._record(result, wall)
+        if result.unavailable:
+            return self._backoff("slurmctld went away while acting")
+        if self.failures:
+            log.info("slurm reachable again after %d failed cycles", self.failures)
+        self.failures = 0
+        self.metrics.set("hase_schedd_backoff_seconds", 0.0)
+        return max(self.settings.interval_s - wall, 0.0)
+
+    def _backoff(self, why: str) -> float:
+        self.failures += 1
+        delay = min(self.settings.backoff_s * 2.0 ** (self.failures - 1), self.settings.backoff_max_s)
+        log.warning("slurm unavailable, backing off", extra={
+            "reason": why, "failures": self.failures, "delay_s": delay})
+        self.metrics.inc("hase_schedd_cycles_total", outcome="error")
+        self.metrics.inc("hase_schedd_errors_total", kind="slurm")
+        self.metrics.set("hase_schedd_backoff_seconds", delay)
+        return delay
+
+    def _record(self, result: CycleResult, wall: float) -> None:
+        outcome: dict[str, tuple[str, str]] = {jid: ("planned", "") for jid, _ in result.planned}
+        if not self.config.dry_run:
+            outcome.update({jid: ("skipped", why) for jid, why in result.skipped if jid in outcome})
+            outcome.update({jid: ("applied", "ok") for jid, _ in result.applied})
+            outcome.update({jid: ("error", err) for jid, err in result.errors})
+        rows = [DecisionRow(jid, result.job_digests.get(jid, result.inputs_digest), upd.nice,
+                            upd.features, *outcome[jid]) for jid, upd in result.planned]
+        owned_now = {jid: (upd.nice, upd.features) for jid, upd in result.applied}
+        row = CycleRow(started=result.started, duration_s=wall, policy=self.policy.name,
+                       dry_run=self.config.dry_run, inputs_digest=result.inputs_digest,
+                       pending=result.pending, running=result.running,
+                       decisions=len(result.decisions), applied=len(result.applied),
+                       skipped=len(result.skipped), errors=len(result.errors),
+                       unavailable=result.unavailable)
+        log.info("cycle done", extra={
+            "cycle_digest": result.inputs_digest, "pending": result.pending,
+            "running": result.running, "decisions": len(result.decisions),
+            "planned": len(result.planned), "applied": len(result.applied),
+            "skipped": len(result.skipped), "errors": len(result.errors),
+            "duration_s": round(wall, 4), "dry_run": self.config.dry_run})
+        gone = [jid for jid in self.owned if jid not in result.pending_ids]
+        for jid in gone:
+            del self.owned[jid]
+        try:
+            self.store.record_cycle(row, rows, owned_now)
+            self.store.forget(gone)
+            self.store.save_usage(self.ledger.to_dict(), result.started)
+        except StoreError as exc:
+            self.metrics.inc("hase_schedd_errors_total", kind="store")
+            log.error("state store write delayed: %s", exc)
+
+    def run(self, *, once: bool = False, should_stop: Callable[[], bool] = lambda: False,
+            sleep: Callable[[float], None] = time.sleep,
+            after_cycle: Callable[[], None] | None = None) -> None:
+        """Cycle until `should_stop()` (checked between cycles and while waiting)."""
+        while True:
+            delay = self.step()
+            if after_cycle is not None:
+                after_cycle()
+            if once:
+                return
+            waited = 0.0
+            while waited < delay:
+                if should_stop():
+                    return
+                chunk = min(1.0, delay - waited)
+                sleep(chunk)
+                waited += chunk
+            if should_stop():
+                return
+
+
+class WallClock:
+    """The real clock (epoch seconds)."""
+
+    def now(self) -> float:
+        return time.time()

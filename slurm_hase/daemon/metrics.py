@@ -1,0 +1,129 @@
+"""Prometheus metrics as plain text exposition (format 0.0.4), no client library.
+
+Two ways out, both optional: a textfile for node_exporter's textfile collector (written
+atomically, write-then-rename) and a tiny /metrics HTTP endpoint (http.server, started only by
+the entry point).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from slurm_hase.daemon.cycle import CycleResult
+
+Labels = tuple[tuple[str, str], ...]
+
+_HELP: dict[str, tuple[str, str]] = {
+    "hase_schedd_cycle_duration_seconds": ("gauge", "Wall time of the latest cycle."),
+    "hase_schedd_cycle_duration_seconds_sum": ("counter", "Total wall time of all cycles."),
+    "hase_schedd_cycles_total": ("counter", "Cycles run, by outcome (ok, unavailable, error)."),
+    "hase_schedd_last_cycle_timestamp_seconds": ("gauge", "When the latest cycle started."),
+    "hase_schedd_pending_jobs": ("gauge", "Pending GPU jobs by requested/constrained type."),
+    "hase_schedd_managed_pending_jobs": ("gauge", "Pending jobs the policy saw."),
+    "hase_schedd_running_jobs": ("gauge", "Running GPU jobs."),
+    "hase_schedd_actions_total": ("counter", "scontrol updates, by kind and outcome."),
+    "hase_schedd_errors_total": ("counter", "Errors, by kind (slurm, update, store)."),
+    "hase_schedd_backoff_seconds": ("gauge", "Current back-off delay (0 when healthy)."),
+}
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+class Metrics:
+    """Thread-safe gauge/counter registry rendered as text exposition."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[str, dict[Labels, float]] = {}
+
+    def set(self, name: str, value: float, **labels: str) -> None:
+        with self._lock:
+            self._values.setdefault(name, {})[tuple(sorted(labels.items()))] = float(value)
+
+    def inc(self, name: str, value: float = 1.0, **labels: str) -> None:
+        key = tuple(sorted(labels.items()))
+        with self._lock:
+            series = self._values.setdefault(name, {})
+            series[key] = series.get(key, 0.0) + float(value)
+
+    def replace(self, name: str, values: Mapping[Labels, float]) -> None:
+        """Set a whole labelled gauge at once (drops series that vanished)."""
+        with self._lock:
+            self._values[name] = dict(values)
+
+    def get(self, name: str, **labels: str) -> float:
+        with self._lock:
+            return self._values.get(name, {}).get(tuple(sorted(labels.items())), 0.0)
+
+    def render(self) -> str:
+        lines: list[str] = []
+        with self._lock:
+            for name in sorted(self._values):
+                kind, text = _HELP.get(name, ("untyped", name))
+                lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
+                for labels, value in sorted(self._values[name].items()):
+                    lab = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
+                    lines.append(f"{name}{{{lab}}} {value:g}" if lab else f"{name} {value:g}")
+        return "\n".join(lines) + "\n"
+
+    def observe_cycle(self, result: CycleResult, wall_s: float) -> None:
+        """Update every per-cycle metric from a CycleResult."""
+        self.set("hase_schedd_cycle_duration_seconds", wall_s)
+        self.inc("hase_schedd_cycle_duration_seconds_sum", wall_s)
+        self.inc("hase_schedd_cycles_total", outcome="unavailable" if result.unavailable else "ok")
+        self.set("hase_schedd_last_cycle_timestamp_seconds", result.started)
+        self.replace("hase_schedd_pending_jobs",
+                     {(("gpu_type", t or "any"),): float(n) for t, n in result.pending_by_type.items()})
+        self.set("hase_schedd_managed_pending_jobs", result.pending)
+        self.set("hase_schedd_running_jobs", result.running)
+        for _, upd in result.applied:
+            for kind, val in (("nice", upd.nice), ("features", upd.features)):
+                if val is not None:
+                    self.inc("hase_schedd_actions_total", kind=kind, outcome="applied")
+        self.inc("hase_schedd_actions_total", len(result.skipped) * 1.0, kind="any", outcome="skipped")
+        if result.errors:
+            self.inc("hase_schedd_errors_total", len(result.errors) * 1.0, kind="update")
+
+    def write_textfile(self, path: str | Path) -> None:
+        """Atomically replace `path` (node_exporter reads *.prom files whole)."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".hase-schedd.", dir=target.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(self.render())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def serve_metrics(metrics: Metrics, address: str, port: int) -> ThreadingHTTPServer:
+    """Serve GET /metrics on address:port from a daemon thread; returns the server."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server API
+            if self.path.split("?")[0] != "/metrics":
+                self.send_error(404)
+                return
+            body = metrics.render().encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            return
+
+    server = ThreadingHTTPServer((address, port), Handler)
+    threading.Thread(target=server.serve_forever, name="hase-metrics", daemon=True).start()
+    return server

@@ -1,0 +1,70 @@
+"""`hase schedd reset`: take our Nice/Features back off pending jobs we touched.
+
+Only attributes that still hold exactly what we set are cleared (Nice -> 0, Features -> ""),
+so anything a user changed since is kept. Slurm then schedules as if the daemon never ran.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from slurm_hase.daemon.cycle import OwnedAttrs, job_in_partitions
+from slurm_hase.daemon.safety import feature_set
+from slurm_hase.errors import JobNotFoundError, SlurmCommandError, SlurmUnavailableError
+from slurm_hase.slurm.backend import SlurmBackend
+from slurm_hase.slurm.types import JobState, JobUpdate
+
+log = logging.getLogger("slurm_hase.daemon")
+
+
+@dataclass(frozen=True)
+class ResetOutcome:
+    """What reset did for one job we had touched."""
+
+    job_id: str
+    update: JobUpdate | None
+    outcome: str  # reset | unchanged | gone | error
+    detail: str = ""
+
+
+def plan_reset(job_nice: int, job_features: str, mine: OwnedAttrs) -> JobUpdate:
+    """The update that removes what we set (empty when nothing of ours is left)."""
+    nice = 0 if mine.nice is not None and job_nice == mine.nice and job_nice != 0 else None
+    ours = feature_set(mine.features) if mine.features else None
+    feats = "" if ours and feature_set(job_features) == ours else None
+    return JobUpdate(nice=nice, features=feats)
+
+
+def reset_decisions(backend: SlurmBackend, owned: Mapping[str, OwnedAttrs],
+                    partitions: tuple[str, ...] | None = None,
+                    dry_run: bool = False) -> list[ResetOutcome]:
+    """Clear our attributes from every pending job in `owned`; SlurmUnavailableError propagates."""
+    jobs = {j.job_id: j for j in backend.jobs() if job_in_partitions(j, partitions)}
+    out: list[ResetOutcome] = []
+    for job_id, mine in sorted(owned.items()):
+        job = jobs.get(job_id)
+        if job is None or job.state is not JobState.PENDING:
+            out.append(ResetOutcome(job_id, None, "gone", "no longer pending"))
+            continue
+        update = plan_reset(job.nice, job.features, mine)
+        if update.is_empty():
+            out.append(ResetOutcome(job_id, None, "unchanged", "user changed it since"))
+            continue
+        if dry_run:
+            out.append(ResetOutcome(job_id, update, "planned"))
+            continue
+        try:
+            backend.update_job(job_id, update)
+        except SlurmUnavailableError:
+            raise
+        except JobNotFoundError:
+            out.append(ResetOutcome(job_id, None, "gone", "finished before reset"))
+            continue
+        except SlurmCommandError as exc:
+            log.warning("job %s: reset refused: %s", job_id, exc)
+            out.append(ResetOutcome(job_id, update, "error", exc.stderr))
+            continue
+        out.append(ResetOutcome(job_id, update, "reset"))
+    return out

@@ -1,0 +1,189 @@
+"""Safety rules between a policy's decisions and `scontrol update`.
+
+plan_updates turns Decisions into JobUpdates and refuses everything unsafe:
+- only pending, not held jobs that were observed (so only managed partitions);
+- never a Features constraint no usable node of the job's partitions can satisfy;
+- never a Features change on a job that asked for a GPU type (typed GRES) or carries a
+  constraint we did not set; never a Nice change over a Nice the user set;
+- nothing when nothing changes (Features compared as sets, Nice within a dead band).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from slurm_hase.policy.types import Decision
+from slurm_hase.slurm.types import Job, JobState, JobUpdate, Node
+
+_SIMPLE_OR = re.compile(r"^[A-Za-z0-9_.\-]+(\|[A-Za-z0-9_.\-]+)*$")
+
+
+@dataclass(frozen=True)
+class OwnedAttrs:
+    """What the daemon last set on a job (None = never set that attribute)."""
+
+    nice: int | None = None
+    features: str | None = None
+
+
+def feature_set(features: str) -> frozenset[str] | None:
+    """Alternatives of a plain OR-list ("a100|v100" -> {a100, v100}); None if not that shape."""
+    text = features.strip()
+    if not text:
+        return frozenset()
+    if not _SIMPLE_OR.match(text):
+        return None
+    return frozenset(t.lower() for t in text.split("|"))
+
+
+def _parts(job: Job) -> tuple[str, ...]:
+    return tuple(p for p in job.partition.split(",") if p)
+
+
+class Capacity:
+    """Which GPU types usable nodes can offer, by partition, through node Features."""
+
+    def __init__(self, nodes: Iterable[Node]) -> None:
+        # (partition or "*", type) -> (max GPUs on one node, total GPUs)
+        self._cap: dict[tuple[str, str], tuple[int, int]] = {}
+        self.types: set[str] = set()
+        for node in nodes:
+            if not node.usable:
+                continue
+            feats = {f.lower() for f in node.features}
+            for raw, count in node.gpus.items():
+                gtype = raw.lower()
+                if not gtype or count <= 0 or gtype not in feats:
+                    continue
+                self.types.add(gtype)
+                for part in (*node.partitions, "*"):
+                    per, tot = self._cap.get((part, gtype), (0, 0))
+                    self._cap[(part, gtype)] = (max(per, count), tot + count)
+
+    def satisfies(self, job: Job, gtype: str) -> bool:
+        """Could some usable node(s) of the job's partitions run it under Features=gtype?"""
+        req = job.gpu
+        need = max(req.count, 1) if req is not None else 1
+        per_node = req is not None and req.scope == "node"
+        for part in _parts(job) or ("*",):
+            per, tot = self._cap.get((part, gtype), (0, 0))
+            if (per_node and per >= need) or (not per_node and tot >= need):
+                return True
+        return False
+
+
+def _features_ours(job: Job, rec: OwnedAttrs | None, owned_known: bool,
+                   known_types: set[str]) -> bool:
+    current = feature_set(job.features)
+    if current is None:
+        return False  # a complex constraint (&, [], *): always the user's
+    if not current:
+        return True
+    if owned_known:
+        mine = feature_set(rec.features) if rec is not None and rec.features is not None else None
+        return mine is not None and mine == current
+    return current <= known_types
+
+
+def _nice_ours(job: Job, rec: OwnedAttrs | None, owned_known: bool) -> bool:
+    if job.nice == 0 or not owned_known:
+        return True
+    return rec is not None and rec.nice == job.nice
+
+
+def plan_updates(
+    decisions: Sequence[Decision],
+    jobs: Sequence[Job],
+    *,
+    nodes: Sequence[Node] | None = None,
+    owned: Mapping[str, OwnedAttrs] | None = None,
+    skipped: list[tuple[str, str]] | None = None,
+    nice_min_delta: int = 1,
+    nice_limit: int = 10_000,
+    nice_quantum: int = 1,
+) -> list[tuple[str, JobUpdate]]:
+    """Safe, non-empty updates for `decisions`, in decision order.
+
+    Without `nodes` no Features change is planned (satisfiability cannot be checked). Reasons
+    for refused parts go to `skipped` (job id, reason) when given.
+    """
+    notes: list[tuple[str, str]] = skipped if skipped is not None else []
+    by_id = {j.job_id: j for j in jobs}
+    cap = Capacity(nodes) if nodes is not None else None
+    known = cap.types if cap is not None else set()
+    owned_known = owned is not None
+    seen: set[str] = set()
+    out: list[tuple[str, JobUpdate]] = []
+    for dec in decisions:
+        job = by_id.get(dec.job_id)
+        if dec.job_id in seen:
+            notes.append((dec.job_id, "duplicate decision"))
+            continue
+        seen.add(dec.job_id)
+        if job is None:
+            notes.append((dec.job_id, "not observed (gone or unmanaged partition)"))
+            continue
+        if job.state is not JobState.PENDING or job.held:
+            notes.append((dec.job_id, f"not pending ({job.state.value}{', held' if job.held else ''})"))
+            continue
+        rec = owned.get(job.job_id) if owned is not None else None
+        nice = _plan_nice(dec, job, rec, owned_known, nice_min_delta, nice_limit, nice_quantum,
+                          notes)
+        feats = _plan_features(dec, job, rec, owned_known, cap, known, notes)
+        update = JobUpdate(nice=nice, features=feats)
+        if not update.is_empty():
+            out.append((job.job_id, update))
+    return out
+
+
+def _plan_nice(dec: Decision, job: Job, rec: OwnedAttrs | None, owned_known: bool,
+               min_delta: int, limit: int, quantum: int,
+               notes: list[tuple[str, str]]) -> int | None:
+    if dec.nice is None:
+        return None
+    q = max(quantum, 1)
+    target = max(-limit, min(limit, int(round(dec.nice / q)) * q))
+    if target == job.nice or abs(target - job.nice) < max(min_delta, 1):
+        return None
+    if not _nice_ours(job, rec, owned_known):
+        notes.append((job.job_id, f"nice {job.nice} set by the user; left alone"))
+        return None
+    return target
+
+
+def _plan_features(dec: Decision, job: Job, rec: OwnedAttrs | None, owned_known: bool,
+                   cap: Capacity | None, known: set[str],
+                   notes: list[tuple[str, str]]) -> str | None:
+    if dec.gpu_types is None:
+        return None
+    if job.gpu is None:
+        notes.append((job.job_id, "no GPU request; constraint left alone"))
+        return None
+    if job.gpu.typed:
+        notes.append((job.job_id, f"user asked for {job.gpu.gpu_type}; type left alone"))
+        return None
+    if cap is None:
+        notes.append((job.job_id, "no node view; constraint not changed"))
+        return None
+    if not _features_ours(job, rec, owned_known, known):
+        notes.append((job.job_id, f"user constraint {job.features!r}; left alone"))
+        return None
+    wanted: list[str] = []
+    for t in dec.gpu_types:
+        key = t.lower()
+        if key in wanted:
+            continue
+        if cap.satisfies(job, key):
+            wanted.append(key)
+    dropped = [t for t in dec.gpu_types if t.lower() not in wanted]
+    if dec.gpu_types and not wanted:
+        notes.append((job.job_id, f"no usable node satisfies {'|'.join(dec.gpu_types)}"))
+        return None
+    if dropped:
+        notes.append((job.job_id, f"dropped unsatisfiable types {','.join(dropped)}"))
+    target = "|".join(wanted)
+    if feature_set(target) == feature_set(job.features):
+        return None
+    return target

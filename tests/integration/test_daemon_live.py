@@ -1,0 +1,162 @@
+"""The daemon against the real local cluster: constraints and order land in squeue and in
+where jobs start, user-typed jobs are left alone, reset undoes us, slurmctld restarts are survived.
+
+Runtimes come from a fixed table (A100 3x faster than T4) so the test does not depend on a
+trained model; the DescriptorEstimator path is unit-tested.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from slurm_hase.daemon.cycle import CycleConfig, JobEstimate, OwnedAttrs, run_cycle
+from slurm_hase.daemon.loop import Daemon, LoopSettings, WallClock
+from slurm_hase.daemon.reset import reset_decisions
+from slurm_hase.errors import SlurmError
+from slurm_hase.policy.registry import make_policy
+from slurm_hase.policy.usage import UsageLedger
+from slurm_hase.slurm.command_backend import CommandBackend
+from slurm_hase.slurm.localcluster.manager import LocalCluster
+from slurm_hase.slurm.runner import SubprocessRunner
+from slurm_hase.slurm.types import Job, JobUpdate
+from slurm_hase.store.state import StateStore
+
+pytestmark = pytest.mark.slurm
+RUNTIME = {"a100": 100.0, "v100": 200.0, "t4": 300.0}  # 3x faster on A100 than on T4
+CFG = CycleConfig(partitions=("gpu",), batch_updates=True, update_workers=2)
+
+
+class Table:
+    def estimate(self, job: Job, gpu_types: Sequence[str]) -> JobEstimate | None:
+        if not job.name.startswith("hase-"):
+            return None  # not our test's job
+        return JobEstimate({t: RUNTIME[t] for t in gpu_types if t in RUNTIME})
+
+
+@pytest.fixture
+def submitted(slurm_backend: CommandBackend) -> Iterator[list[str]]:
+    ids: list[str] = []
+    yield ids
+    for jid in ids:
+        with contextlib.suppress(SlurmError):  # already gone is fine
+            slurm_backend.cancel(jid)
+
+
+def submit(backend: CommandBackend, ids: list[str], name: str, *extra: str) -> str:
+    jid = backend.submit(["--parsable", "-J", name, "-p", "gpu", "--begin=now+3600",
+                          "-t", "5", *extra, "--wrap", "sleep 60"])
+    ids.append(jid)
+    return jid
+
+
+def squeue(runner: SubprocessRunner, ids: Sequence[str]) -> dict[str, list[str]]:
+    res = runner.run(["squeue", "-h", "-j", ",".join(ids), "-o", "%i|%T|%f|%y|%Q|%N"]).check()
+    rows = [r.replace("(null)", "").split("|") for r in res.stdout.splitlines()]
+    return {r[0]: r[1:] for r in rows}
+
+
+def release_and_wait(runner: SubprocessRunner, ids: Sequence[str], n: int) -> dict[str, list[str]]:
+    runner.run(["scontrol", "update", f"jobid={','.join(ids)}", "StartTime=now"]).check()
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        rows = squeue(runner, ids)
+        if sum(1 for r in rows.values() if r[0] == "RUNNING") >= n:
+            return rows
+        time.sleep(1)
+    raise AssertionError(f"jobs did not start: {squeue(runner, ids)}")
+
+
+def test_hase_constrains_to_a100_and_leaves_typed_jobs(
+        slurm_backend: CommandBackend, slurm_runner: SubprocessRunner,
+        submitted: list[str]) -> None:
+    mine = [submit(slurm_backend, submitted, f"hase-{i}", "--gpus=1") for i in range(4)]
+    typed = submit(slurm_backend, submitted, "hase-typed", "--gpus=t4:1")
+    user_c = submit(slurm_backend, submitted, "hase-userc", "--gpus=1", "--constraint=volta")
+    owned: dict[str, OwnedAttrs] = {}
+    hase = make_policy("hase", beta=0.0)  # no load penalty: 8 free A100s take all four
+    res = run_cycle(slurm_backend, hase, Table(), WallClock(),
+                    UsageLedger(3600.0), {}, CFG, owned=owned)
+    assert res.errors == []
+    rows = squeue(slurm_runner, submitted)
+    for jid in mine:
+        assert rows[jid][1] == "a100", rows[jid]
+    assert rows[typed][1] == "" and rows[user_c][1] == "volta"
+    assert typed not in owned and user_c not in owned
+    # no update storm: a second cycle changes nothing
+    again = run_cycle(slurm_backend, hase, Table(), WallClock(),
+                      UsageLedger(3600.0), {}, CFG, owned=owned)
+    assert again.planned == []
+    started = release_and_wait(slurm_runner, submitted, len(submitted))
+    for jid in mine:
+        assert started[jid][4].startswith("a100-"), started[jid]
+    assert started[typed][4].startswith("t4-") and started[user_c][4].startswith("v100-")
+
+
+def test_fair_orders_accounts_by_usage_and_reset_undoes_it(
+        slurm_backend: CommandBackend, slurm_runner: SubprocessRunner,
+        submitted: list[str]) -> None:
+    heavy = [submit(slurm_backend, submitted, f"hase-a{i}", "--gpus=1", "-A", "teama")
+             for i in range(3)]
+    light = [submit(slurm_backend, submitted, f"hase-b{i}", "--gpus=1", "-A", "teamb")
+             for i in range(3)]
+    ledger = UsageLedger(86400.0, {"teama": 50_000.0, "teamb": 0.0}, last_time=time.time())
+    owned: dict[str, OwnedAttrs] = {}
+    res = run_cycle(slurm_backend, make_policy("fair"), Table(), WallClock(), ledger,
+                    {"teama": 1.0, "teamb": 1.0}, CFG, owned=owned)
+    assert res.errors == [] and res.applied
+    rows = squeue(slurm_runner, submitted)
+    nice = {j: int(rows[j][2]) for j in submitted}
+    prio = {j: int(rows[j][3]) for j in submitted}
+    assert min(nice[j] for j in heavy) > max(nice[j] for j in light)
+    assert max(prio[j] for j in heavy) < min(prio[j] for j in light)
+    out = reset_decisions(slurm_backend, owned, ("gpu",))
+    assert {o.outcome for o in out} <= {"reset", "unchanged"}
+    rows = squeue(slurm_runner, submitted)
+    assert all(rows[j][2] == "0" and rows[j][1] == "" for j in owned)
+
+
+def test_slurmctld_restart_backs_off_and_resumes(
+        local_cluster: LocalCluster, slurm_backend: CommandBackend,
+        slurm_runner: SubprocessRunner, submitted: list[str], tmp_path: Path) -> None:
+    jid = submit(slurm_backend, submitted, "hase-r", "--gpus=1")
+    store = StateStore(tmp_path / "s.db")
+    d = Daemon(slurm_backend, make_policy("hase", beta=0.0), Table(), WallClock(), store, CFG,
+               LoopSettings(interval_s=5, backoff_s=1, backoff_max_s=4), shares={"teama": 1.0})
+    local_cluster.stop_service("slurmctld")
+    try:
+        delays = [d.step(), d.step()]
+        assert d.failures == 2 and delays == [1.0, 2.0], delays  # backs off, doubling
+        assert store.cycles() == []
+    finally:
+        local_cluster.start_slurmctld()
+    deadline = time.time() + 120
+    while time.time() < deadline:  # resumes once slurmctld answers (nodes may lag behind)
+        d.step()
+        if d.failures == 0 and jid in d.owned:
+            break
+        time.sleep(2)
+    assert d.failures == 0 and store.cycles()[0]["unavailable"] == 0
+    assert squeue(slurm_runner, [jid])[jid][1] == "a100"
+
+
+def test_job_cancelled_between_observe_and_act(
+        slurm_backend: CommandBackend, submitted: list[str]) -> None:
+    a = submit(slurm_backend, submitted, "hase-x", "--gpus=1")
+    b = submit(slurm_backend, submitted, "hase-y", "--gpus=1")
+
+    class CancelFirst(CommandBackend):
+        def update_job(self, job_id: str, update: JobUpdate) -> None:
+            if a in job_id.split(","):
+                slurm_backend.cancel(a)
+            super().update_job(job_id, update)
+
+    be = CancelFirst(slurm_backend.runner)
+    res = run_cycle(be, make_policy("hase", beta=0.0), Table(), WallClock(), UsageLedger(3600.0), {},
+                    CycleConfig(partitions=("gpu",)))
+    assert a in {j for j, _ in res.skipped} and b in {j for j, _ in res.applied}
+    assert res.errors == []

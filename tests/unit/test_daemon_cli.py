@@ -1,0 +1,49 @@
+"""`hase schedd` CLI: policies, status, render-unit, config refusal at start."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from slurm_hase.cli.main import cli
+from slurm_hase.errors import ConfigError
+from slurm_hase.store.state import CycleRow, StateStore
+
+
+def test_policies_lists_all_four() -> None:
+    out = CliRunner().invoke(cli, ["schedd", "policies"])
+    assert out.exit_code == 0
+    assert [line.split()[0] for line in out.output.splitlines()] == ["fair", "fifo", "gavel", "hase"]
+
+
+def test_status_json(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    st = StateStore(db)
+    st.record_cycle(CycleRow(5.0, 0.2, "hase", False, "d", 3, 1, 2, 2, 0, 0), [], {"9": (5, "a100")})
+    st.close()
+    out = CliRunner().invoke(cli, ["schedd", "status", "--json", "--state-db", str(db)])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["owned_jobs"] == 1 and data["cycles"][0]["policy"] == "hase"
+    missing = CliRunner().invoke(cli, ["schedd", "status", "--state-db", str(tmp_path / "no.db")])
+    assert missing.exit_code != 0 and "no state store" in missing.output
+
+
+def test_run_refuses_unknown_policy_before_touching_slurm(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[policy]\nname = "magic"\n')
+    out = CliRunner().invoke(cli, ["schedd", "run", "--once", "--config", str(cfg)])
+    assert isinstance(out.exception, ConfigError) and "unknown policy 'magic'" in str(out.exception)
+    cfg.write_text('[schedd]\ngpu_types = ["a100", "quantum9"]\n')
+    out = CliRunner().invoke(cli, ["schedd", "run", "--once", "--config", str(cfg)])
+    assert isinstance(out.exception, ConfigError) and "quantum9" in str(out.exception)
+
+
+def test_render_unit_cli(tmp_path: Path) -> None:
+    target = tmp_path / "hase-schedd.service"
+    out = CliRunner().invoke(cli, ["schedd", "render-unit", "--exec", "/usr/bin/hase",
+                                   "--slurm-conf", "/etc/slurm/slurm.conf", "-o", str(target)])
+    assert out.exit_code == 0, out.output
+    assert "ExecStart=/usr/bin/hase schedd run --config /etc/slurm-hase/schedd.toml" in target.read_text()

@@ -1,0 +1,60 @@
+"""Daemon config: the example validates; unknown policy/GPU type/key is refused at start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slurm_hase.daemon.config import from_mapping, load_config
+from slurm_hase.daemon.unit import render_unit
+from slurm_hase.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_example_config_is_valid() -> None:
+    cfg = load_config(REPO / "templates" / "schedd.toml.example")
+    assert cfg.policy == "fair" and cfg.partitions == ("gpu",)
+    assert cfg.knobs == {"theta": 0.2} and cfg.interval_s == 60.0
+
+
+def test_defaults_without_file() -> None:
+    cfg = load_config(None)
+    assert cfg.policy == "fair" and cfg.partitions is None and not cfg.dry_run
+
+
+@pytest.mark.parametrize(("doc", "match"), [
+    ({"policy": {"name": "round-robin"}}, "unknown policy 'round-robin'"),
+    ({"policy": {"name": "hase", "knobs": {"bta": 0.5}}}, "no knob 'bta'"),
+    ({"schedd": {"gpu_types": ["a100", "z9000"]}}, "unknown GPU type 'z9000'"),
+    ({"schedd": {"intervall_s": 5}}, "unknown key"),
+    ({"schedd": {"interval_s": 0}}, "interval_s"),
+    ({"schedd": {"interval_s": "5"}}, "must be a number"),
+    ({"schedd": {"partitions": ["gpu; rm -rf /"]}}, "plain names"),
+    ({"schedd": {"metrics": {"textfile": "/tmp/x.txt"}}}, "\\.prom"),
+    ({"shares": {"acct": -1}}, "out of range"),
+    ({"polcy": {}}, "unknown section"),
+])
+def test_bad_configs_are_refused(doc: dict[str, object], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        from_mapping(doc)
+
+
+def test_unreadable_and_broken_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[schedd\ninterval_s = 3\n")
+    with pytest.raises(ConfigError, match="bad.toml"):
+        load_config(bad)
+
+
+def test_render_unit(tmp_path: Path) -> None:
+    text = render_unit(config_path=str(tmp_path / "s.toml"), exec_start="/opt/hase/bin/hase",
+                       slurm_conf="/etc/slurm/slurm.conf")
+    assert f"ExecStart=/opt/hase/bin/hase schedd run --config {tmp_path / 's.toml'}" in text
+    assert "Environment=SLURM_CONF=/etc/slurm/slurm.conf" in text
+    assert "[Install]" in text and "{{" not in text
+    with pytest.raises(ConfigError, match="unit file"):
+        render_unit(config_path="x", user="root\nExecStartPre=/bin/evil")

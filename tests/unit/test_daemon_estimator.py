@@ -1,0 +1,107 @@
+"""DescriptorEstimator: re-predicts from the comment, caches, rejects bad comments safely."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pytest
+
+from slurm_hase.daemon.estimator import DescriptorEstimator
+from slurm_hase.errors import UnknownGpuError
+from slurm_hase.predict.descriptor import WorkloadDescriptor
+from slurm_hase.slurm.types import GpuRequest, Job, JobState
+
+SPEED = {"a100": 1.0, "v100": 2.0, "t4": 3.0}  # seconds per iteration
+
+
+@dataclass(frozen=True)
+class Pred:
+    iter_time_p50: float
+    runtime_p50_s: float | None
+
+
+class CountingPredictor:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def predict(self, desc: WorkloadDescriptor, gpu_types: Sequence[str]) -> dict[str, Pred]:
+        self.calls += 1
+        it = desc.iterations
+        return {t: Pred(SPEED[t], SPEED[t] * it if it else None) for t in gpu_types}
+
+
+def resolve(name: str) -> str:
+    if name not in SPEED:
+        raise UnknownGpuError(name, [])
+    return name
+
+
+def job(comment: str, jid: str = "1", limit: int | None = None) -> Job:
+    return Job(job_id=jid, name="j", user="u", account="a", partition="gpu",
+               state=JobState.PENDING, comment=comment, gpu=GpuRequest(1, None, "job"),
+               time_limit_s=limit)
+
+
+GOOD = WorkloadDescriptor(model="resnet50", batch_size=64, iterations=100).to_comment()
+
+
+def test_predicts_runtimes_and_caches() -> None:
+    pred = CountingPredictor()
+    est = DescriptorEstimator(pred, resolve=resolve)
+    e = est.estimate(job(GOOD), ["a100", "t4", "mystery"])
+    assert e is not None and dict(e.runtime_s) == {"a100": 100.0, "t4": 300.0}
+    for _ in range(3):
+        assert est.estimate(job(GOOD), ["a100", "t4", "mystery"]) == e
+    assert pred.calls == 1
+    other = WorkloadDescriptor(model="resnet50", batch_size=64, iterations=10).to_comment()
+    e2 = est.estimate(job(other), ["a100", "t4", "mystery"])  # edited comment: re-predicted
+    assert e2 is not None and e2.runtime_s["a100"] == 10.0 and pred.calls == 2
+
+
+def test_without_iterations_the_slowest_type_takes_the_time_limit() -> None:
+    est = DescriptorEstimator(CountingPredictor(), resolve=resolve)
+    comment = WorkloadDescriptor(model="resnet50", batch_size=64).to_comment()
+    e = est.estimate(job(comment, limit=3000), ["a100", "v100", "t4"])
+    assert e is not None and dict(e.runtime_s) == {"a100": 1000.0, "v100": 2000.0, "t4": 3000.0}
+
+
+def test_user_typed_runtime_numbers_are_not_trusted() -> None:
+    # A descriptor has no runtime field; a user adding one makes it malformed, never trusted.
+    est = DescriptorEstimator(CountingPredictor(), resolve=resolve)
+    assert est.estimate(job('{"hase":1,"model":"resnet50","runtime_s":1}'), ["a100"]) is None
+
+
+@pytest.mark.parametrize("comment", [
+    '{"hase":1,"model":"$(rm -rf /)"}',
+    '{"hase":1,"model":"resnet50","bs":"; touch /tmp/pwned"}',
+    '{"hase":1,"model":"resnet50"',
+    '{"hase":1,' + '"x":[' * 5000,
+    '{"hase":1,"model":"resnet50","bs":NaN}',
+    '{"hase":2,"model":"resnet50"}',
+    '{"hase":1,"model":"resnet50","bs":1e400}',
+])
+def test_hostile_comments_are_ignored_with_a_reason(
+        comment: str, caplog: pytest.LogCaptureFixture) -> None:
+    pred = CountingPredictor()
+    est = DescriptorEstimator(pred, resolve=resolve)
+    with caplog.at_level(logging.WARNING, logger="slurm_hase.daemon.estimator"):
+        assert est.estimate(job(comment, jid="66"), ["a100"]) is None
+    assert pred.calls == 0
+    assert "66" in est.rejected and est.rejected["66"]
+    assert "job 66: descriptor ignored" in caplog.text
+
+
+def test_plain_comment_is_unknown_without_warning(caplog: pytest.LogCaptureFixture) -> None:
+    est = DescriptorEstimator(CountingPredictor(), resolve=resolve)
+    with caplog.at_level(logging.WARNING):
+        assert est.estimate(job("nightly run"), ["a100"]) is None
+    assert caplog.text == "" and est.rejected == {}
+
+
+def test_cache_is_bounded() -> None:
+    est = DescriptorEstimator(CountingPredictor(), resolve=resolve, max_cache=10)
+    for i in range(50):
+        est.estimate(job(GOOD, jid=str(i)), ["a100"])
+    assert len(est._cache) == 10

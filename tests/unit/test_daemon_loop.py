@@ -1,0 +1,175 @@
+"""Daemon loop: recording, back-off while slurmctld is away, resume, metrics, reset."""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from slurm_hase.daemon.cycle import CycleConfig, JobEstimate, OwnedAttrs
+from slurm_hase.daemon.fake import FakeBackend, gpu_node
+from slurm_hase.daemon.logs import JsonFormatter
+from slurm_hase.daemon.loop import Daemon, LoopSettings
+from slurm_hase.daemon.metrics import Metrics, serve_metrics
+from slurm_hase.daemon.reset import reset_decisions
+from slurm_hase.policy.types import ClusterState, Decision
+from slurm_hase.slurm.types import GpuRequest, Job, JobState, JobUpdate
+from slurm_hase.store.state import StateStore
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def now(self) -> float:
+        return self.t
+
+
+class Est:
+    def estimate(self, job: Job, gpu_types: Sequence[str]) -> JobEstimate | None:
+        return JobEstimate({t: 100.0 for t in gpu_types})
+
+
+class NiceEverything:
+    name = "nice"
+    summary = "sets nice 40 and a100 on every pending job"
+
+    def decide(self, state: ClusterState) -> list[Decision]:
+        return [Decision(p.job_id, nice=40, gpu_types=("a100",)) for p in state.pending]
+
+
+def pjob(jid: str, **kw: object) -> Job:
+    return Job(job_id=jid, name="j", user="u", account="a", partition="gpu",
+               state=JobState.PENDING, gpu=GpuRequest(1, None, "job"), **kw)  # type: ignore[arg-type]
+
+
+def make(tmp_path: Path, fb: FakeBackend, dry: bool = False) -> tuple[Daemon, StateStore]:
+    store = StateStore(tmp_path / "s.db")
+    d = Daemon(fb, NiceEverything(), Est(), Clock(), store, CycleConfig(dry_run=dry),
+               LoopSettings(interval_s=30, backoff_s=2, backoff_max_s=10, half_life_s=60),
+               shares={"a": 1.0})
+    return d, store
+
+
+def test_records_cycle_decisions_and_ownership(tmp_path: Path) -> None:
+    fb = FakeBackend([pjob("1"), pjob("2")], [gpu_node("a1", "a100")])
+    d, store = make(tmp_path, fb)
+    assert d.step() <= 30
+    (cyc,) = store.cycles()
+    assert cyc["applied"] == 2 and cyc["policy"] == "nice"
+    rows = store.decisions()
+    assert [(r["job_id"], r["outcome"], r["nice"], r["features"]) for r in rows] == [
+        ("1", "applied", 40, "a100"), ("2", "applied", 40, "a100")]
+    assert store.owned() == {"1": (40, "a100"), "2": (40, "a100")}
+    assert store.latest_usage() is not None
+    d.step()  # nothing changed -> no updates, nothing new recorded per job
+    assert len(fb.updates) == 2 and len(store.decisions()) == 2
+    # job 2 starts: its ownership record is dropped
+    fb.job_list[1] = Job(job_id="2", name="j", user="u", account="a", partition="gpu",
+                         state=JobState.RUNNING, alloc_gpus={"a100": 1})
+    d.step()
+    assert set(store.owned()) == {"1"}
+    # a restarted daemon knows what it owns
+    d2 = Daemon(fb, NiceEverything(), Est(), Clock(), store, CycleConfig(), d.settings)
+    assert d2.owned == {"1": OwnedAttrs(40, "a100")}
+
+
+def test_dry_run_records_planned_only(tmp_path: Path) -> None:
+    fb = FakeBackend([pjob("1")], [gpu_node("a1", "a100")])
+    d, store = make(tmp_path, fb, dry=True)
+    d.step()
+    assert fb.updates == [] and store.owned() == {}
+    assert [r["outcome"] for r in store.decisions()] == ["planned"]
+
+
+def test_backs_off_while_slurmctld_is_down_then_resumes(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    fb = FakeBackend([pjob("1")], [gpu_node("a1", "a100")])
+    d, store = make(tmp_path, fb)
+    fb.unavailable = True
+    with caplog.at_level(logging.WARNING, logger="slurm_hase.daemon"):
+        delays = [d.step() for _ in range(5)]
+    assert delays == [2, 4, 8, 10, 10]  # exponential, capped
+    assert "backing off" in caplog.text and store.cycles() == []
+    assert d.metrics.get("hase_schedd_errors_total", kind="slurm") == 5
+    fb.unavailable = False
+    assert d.step() <= 30 and d.failures == 0
+    assert fb.updates == [("1", JobUpdate(nice=40, features="a100"))]
+    assert d.metrics.get("hase_schedd_backoff_seconds") == 0
+
+
+def test_run_loop_sleeps_and_stops(tmp_path: Path) -> None:
+    fb = FakeBackend([pjob("1")], [gpu_node("a1", "a100")])
+    d, store = make(tmp_path, fb)
+    slept: list[float] = []
+    d.run(should_stop=lambda: len(slept) >= 45, sleep=slept.append)
+    assert len(store.cycles()) == 2  # 30 s interval, sleeping 1 s at a time
+    d.run(once=True, sleep=slept.append)
+    assert len(store.cycles()) == 3
+
+
+def test_store_locked_during_cycle_keeps_the_record(tmp_path: Path) -> None:
+    import sqlite3
+
+    fb = FakeBackend([pjob("1")], [gpu_node("a1", "a100")])
+    store = StateStore(tmp_path / "s.db", lock_timeout_s=0.01, attempts=2, sleep=lambda s: None)
+    d = Daemon(fb, NiceEverything(), Est(), Clock(), store, CycleConfig(), LoopSettings())
+    other = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    d.step()  # cycle applied; its record waits in the backlog
+    assert fb.updates and store.backlog
+    assert d.metrics.get("hase_schedd_errors_total", kind="store") >= 1
+    other.execute("ROLLBACK")
+    d.step()
+    assert store.backlog == [] and len(store.cycles()) == 2
+    assert store.owned() == {"1": (40, "a100")}
+
+
+def test_metrics_text_textfile_and_http(tmp_path: Path) -> None:
+    fb = FakeBackend([pjob("1"), pjob("2", features="t4")], [gpu_node("a1", "a100")])
+    d, _ = make(tmp_path, fb)
+    d.step()
+    text = d.metrics.render()
+    assert 'hase_schedd_actions_total{kind="nice",outcome="applied"} 2' in text
+    assert 'hase_schedd_actions_total{kind="features",outcome="applied"} 1' in text  # t4 is the user's
+    assert 'hase_schedd_pending_jobs{gpu_type="t4"} 1' in text
+    assert "# TYPE hase_schedd_cycle_duration_seconds gauge" in text
+    out = tmp_path / "tf" / "hase.prom"
+    d.metrics.write_textfile(out)
+    assert out.read_text() == text
+    m = Metrics()
+    m.set("hase_schedd_running_jobs", 3)
+    server = serve_metrics(m, "127.0.0.1", 0)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - local test server
+            assert "hase_schedd_running_jobs 3" in resp.read().decode()
+    finally:
+        server.shutdown()
+
+
+def test_json_logs_carry_fields() -> None:
+    rec = logging.LogRecord("slurm_hase.daemon", logging.INFO, "f", 1, "cycle done", None, None)
+    rec.pending = 7
+    data = json.loads(JsonFormatter().format(rec))
+    assert data["msg"] == "cycle done" and data["pending"] == 7 and data["level"] == "info"
+
+
+def test_reset_removes_only_what_is_still_ours() -> None:
+    jobs = [pjob("1", nice=40, features="a100"), pjob("2", nice=40, features="v100"),
+            pjob("3", nice=5, features="t4"),
+            Job(job_id="4", name="j", user="u", account="a", partition="gpu",
+                state=JobState.RUNNING)]
+    fb = FakeBackend(jobs, [])
+    owned = {"1": OwnedAttrs(40, "a100"), "2": OwnedAttrs(40, "a100"),
+             "3": OwnedAttrs(40, "a100"), "4": OwnedAttrs(40, None), "5": OwnedAttrs(1, None)}
+    out = {o.job_id: o for o in reset_decisions(fb, owned)}
+    assert out["1"].update == JobUpdate(nice=0, features="")
+    assert out["2"].update == JobUpdate(nice=0)  # user re-constrained it: features kept
+    assert out["3"].outcome == "unchanged"
+    assert out["4"].outcome == "gone" and out["5"].outcome == "gone"
+    assert fb.updates == [("1", JobUpdate(nice=0, features="")), ("2", JobUpdate(nice=0))]
