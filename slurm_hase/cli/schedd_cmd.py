@@ -100,13 +100,17 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
         if cfg.metrics_textfile:
             metrics.write_textfile(cfg.metrics_textfile)
         res = daemon.last_result
-        if cfg.dry_run and res is not None:
-            from slurm_hase.slurm import commands
+        if res is None or not (cfg.dry_run or once):
+            return
+        from slurm_hase.slurm import commands
 
-            for job_id, upd in res.planned:
-                click.echo("would run: " + shlex.join(commands.update_job(job_id, upd)))
-            click.echo(f"# {len(res.planned)} updates planned for {res.pending} pending jobs "
-                       f"({len(res.skipped)} notes)")
+        verb, done = ("would run", res.planned) if cfg.dry_run else ("ran", res.applied)
+        for job_id, upd in done:
+            click.echo(f"{verb}: " + shlex.join(commands.update_job(job_id, upd)))
+        for job_id, why in res.skipped:
+            click.echo(f"# job {job_id}: {why}")
+        click.echo(f"# policy {policy.name}: {len(done)} updates for {res.pending} pending jobs, "
+                   f"{len(res.errors)} errors, {res.duration_s:.2f}s")
 
     daemon.run(once=once, should_stop=lambda: stop["flag"], after_cycle=after)
     if once and daemon.failures:

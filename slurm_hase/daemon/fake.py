@@ -22,6 +22,7 @@ class FakeBackend:
         self.job_list: list[Job] = list(jobs)
         self.node_list: list[Node] = list(nodes)
         self.shares = dict(shares or {})
+        self.records: list[AccountingRecord] = []  # what accounting() returns
         self.updates: list[tuple[str, JobUpdate]] = []
         self.fail_updates: dict[str, SlurmError] = {}  # job id -> error raised by update_job
         self.unavailable = False  # every call raises SlurmUnavailableError
@@ -57,7 +58,7 @@ class FakeBackend:
     def accounting(self, *, since: str = "now-1day", until: str = "now",
                    job_ids: Sequence[str] = ()) -> list[AccountingRecord]:
         self._check("sacct")
-        return []
+        return list(self.records)
 
     def account_shares(self) -> dict[str, float]:
         self._check("sshare")

@@ -24,6 +24,7 @@ from slurm_hase.errors import PolicyError, SlurmError, StoreError
 from slurm_hase.policy.types import Policy
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.backend import SlurmBackend
+from slurm_hase.slurm.tres import mps_from_tres
 from slurm_hase.store.state import CycleRow, DecisionRow, StateStore
 
 log = logging.getLogger("slurm_hase.daemon")
@@ -73,7 +74,28 @@ class Daemon:
                 log.info("usage ledger half-life changed; starting a new ledger")
             except PolicyError as exc:
                 log.warning("stored usage ledger unusable (%s); starting a new one", exc)
-        return UsageLedger(self.settings.half_life_s)
+        return self._seed_ledger()
+
+    def _seed_ledger(self) -> UsageLedger:
+        """A new ledger seeded from sacct: past GPU service decays like PriorityDecayHalfLife."""
+        ledger = UsageLedger(self.settings.half_life_s)
+        now = self.clock.now()
+        days = max(1, min(60, round(4 * self.settings.half_life_s / 86400)))
+        try:
+            records = self.backend.accounting(since=f"now-{days}days", until="now")
+        except SlurmError as exc:
+            log.warning("cannot seed usage from sacct (%s); starting from zero", exc)
+            return UsageLedger(self.settings.half_life_s)
+        ledger.add_interval("", 0.0, now, now)  # sets the ledger clock to now
+        for rec in records:
+            gpus = sum(rec.alloc_gpus.values()) + mps_from_tres(rec.alloc_tres) / 100.0
+            if rec.start_time is None or gpus <= 0:
+                continue
+            ledger.add_interval(rec.account, gpus, float(rec.start_time),
+                                float(rec.end_time or now))
+        log.info("usage ledger seeded from sacct", extra={
+            "jobs": len(records), "usage": {a: round(u) for a, u in ledger.usage().items()}})
+        return ledger
 
     def _shares(self) -> Mapping[str, float]:
         if self.fixed_shares:

@@ -58,6 +58,19 @@ class UsageLedger:
             self._usage[job.account] = self._usage.get(job.account, 0.0) + gained
         self._last = now
 
+    def add_interval(self, account: str, rate: float, start: float, end: float) -> None:
+        """Add service delivered at `rate` over [start, end] (e.g. a finished job from sacct),
+        decayed to the ledger's clock; the first call on a fresh ledger sets the clock to `end`."""
+        if self._last is None:
+            self._last = end
+        end = min(end, self._last)
+        if end <= start or rate <= 0:
+            return
+        h = self.half_life_s
+        gained = rate * (h / math.log(2.0)) * (
+            0.5 ** ((self._last - end) / h) - 0.5 ** ((self._last - start) / h))
+        self._usage[account] = self._usage.get(account, 0.0) + gained
+
     def usage(self) -> dict[str, float]:
         """Decayed service per account as of the last observation (a copy)."""
         return dict(self._usage)

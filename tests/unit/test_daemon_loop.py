@@ -173,3 +173,24 @@ def test_reset_removes_only_what_is_still_ours() -> None:
     assert out["3"].outcome == "unchanged"
     assert out["4"].outcome == "gone" and out["5"].outcome == "gone"
     assert fb.updates == [("1", JobUpdate(nice=0, features="")), ("2", JobUpdate(nice=0))]
+
+
+def test_new_ledger_is_seeded_from_sacct_history(tmp_path: Path) -> None:
+    from slurm_hase.slurm.types import AccountingRecord
+
+    fb = FakeBackend([pjob("1")], [gpu_node("a1", "a100")])
+    # Shapes of real sacct rows: a 2-GPU job of "heavy" that ended one half-life (60 s) ago and
+    # ran 60 s; an MPS share of "light" (gres/mps=50) that ran the 60 s before that.
+    fb.records = [
+        AccountingRecord("7", "j", "heavy", "u", JobState.COMPLETED, start_time=880,
+                         end_time=940, alloc_gpus={"a100": 2}),
+        AccountingRecord("8", "j", "light", "u", JobState.COMPLETED, start_time=820, end_time=880,
+                         alloc_tres={"gres/mps": "50"}),
+        AccountingRecord("9", "j", "cpu", "u", JobState.COMPLETED, start_time=900, end_time=950),
+    ]
+    d, _ = make(tmp_path, fb)
+    usage = d.ledger.usage()
+    # 2 GPUs x integral of 2^-(1000-t)/60 over [880, 940] = 2 * 60/ln2 * (1/2 - 1/4)
+    assert usage["heavy"] == pytest.approx(2 * 60 / 0.6931471805599453 * 0.25, rel=1e-9)
+    assert usage["light"] == pytest.approx(0.5 * 60 / 0.6931471805599453 * 0.125, rel=1e-9)
+    assert "cpu" not in usage
