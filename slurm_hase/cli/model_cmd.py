@@ -1,0 +1,208 @@
+"""`hase model`: train, evaluate, query and refit the performance predictor (thin layer)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+@click.group(name="model")
+def model() -> None:
+    """Train, evaluate and query the performance predictor."""
+
+
+@model.command("train")
+@click.option("--data", "data", multiple=True, required=True, type=click.Path(dir_okay=False),
+              help="Canonical measurement CSV (repeatable).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Model file to write.")
+@click.option("--registry", type=click.Path(dir_okay=False), default=None,
+              help="SQLite file to record the model as a new version.")
+@click.option("--note", default="", help="Free text stored with the model.")
+def train_cmd(data: tuple[str, ...], out: str, registry: str | None, note: str) -> None:
+    """Train P50/P90 models on measurement CSVs."""
+    from slurm_hase.predict.dataset import read_many
+    from slurm_hase.predict.train import train
+
+    rows = read_many(data)
+    pred = train(rows, note=note)
+    pred.save(out)
+    msg = f"trained on {len(rows)} rows ({', '.join(pred.meta['gpus'])}) in {pred.meta['train_seconds']}s -> {out}"
+    if registry:
+        from slurm_hase.predict.registry import ModelRegistry
+
+        msg += f" (registry version {ModelRegistry(registry).save(pred, note=note)})"
+    click.echo(msg)
+
+
+@model.command("evaluate")
+@click.option("--data", "data", multiple=True, required=True, type=click.Path(dir_okay=False))
+@click.option("--split", type=click.Choice(["random", "leave-one-gpu-out", "leave-one-model-out",
+                                            "leave-one-pair-out"]), default=None,
+              help="Cross-validate with this split (retrains per fold).")
+@click.option("--model", "model_path", default=None,
+              help="Score this model file ('shipped' = the packaged default) without retraining.")
+@click.option("--baseline/--no-baseline", default=True, help="Also run the HASE-style baseline.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def evaluate_cmd(data: tuple[str, ...], split: str | None, model_path: str | None,
+                 baseline: bool, as_json: bool) -> None:
+    """MAPE overall and per GPU type / model."""
+    from slurm_hase.predict.api import load_predictor
+    from slurm_hase.predict.dataset import read_many
+    from slurm_hase.predict.evaluate import cross_validate, predict_rows, score
+
+    if (split is None) == (model_path is None):
+        raise click.UsageError("give exactly one of --split (cross-validate) or --model (score a model)")
+    rows = read_many(data)
+    if model_path is not None:
+        pred = load_predictor(None if model_path == "shipped" else model_path)
+        scores = {"model": score(rows, predict_rows(pred, rows))}
+    else:
+        assert split is not None
+        scores = cross_validate(rows, split, baseline=baseline)
+    if as_json:
+        click.echo(json.dumps({k: v.as_dict() for k, v in scores.items()}, indent=1))
+        return
+    for name, s in scores.items():
+        co = "n/a" if s.mape_colocated is None else f"{s.mape_colocated:.2f}%"
+        click.echo(f"{name}: rows={s.n} MAPE={s.mape:.2f}% co-located MAPE={co}")
+        for label, table in (("gpu", s.per_gpu), ("model", s.per_model)):
+            click.echo("  per " + label + ": " + ", ".join(f"{k}={v:.1f}%" for k, v in table.items()))
+
+
+@model.command("predict")
+@click.option("--model-file", default=None, help="Model file (default: the shipped model).")
+@click.option("--model", "model_name", default=None, help="Workload model name, e.g. resnet50.")
+@click.option("--gflops", type=float, default=None, help="GFLOPs per iteration (per GPU).")
+@click.option("--params", type=float, default=None, help="Parameters in millions.")
+@click.option("--batch-size", type=int, default=None)
+@click.option("--precision", default="fp32")
+@click.option("--mode", default="train")
+@click.option("--gpus", type=int, default=1, help="GPUs the job uses.")
+@click.option("--iterations", type=int, default=None, help="Total iterations (gives runtime).")
+@click.option("--corunner", "corunners", multiple=True, type=float,
+              help="GFLOPs/iter of a job sharing the GPU via MPS (repeatable).")
+@click.option("--gpu", "gpu_types", multiple=True, help="GPU types (default: every catalog type).")
+@click.option("--spec", default=None,
+              help="Whole descriptor instead: 'model=resnet50 bs=64 iters=1000' or a job comment {\"hase\":1,...}.")
+@click.option("--json", "as_json", is_flag=True)
+def predict_cmd(model_file: str | None, model_name: str | None, gflops: float | None,
+                params: float | None, batch_size: int | None, precision: str, mode: str, gpus: int,
+                iterations: int | None, corunners: tuple[float, ...], gpu_types: tuple[str, ...],
+                spec: str | None, as_json: bool) -> None:
+    """Predicted iteration time (P50/P90) per GPU type for one workload."""
+    from slurm_hase.predict.api import load_predictor
+    from slurm_hase.predict.catalog import gpu_keys
+    from slurm_hase.predict.descriptor import WorkloadDescriptor
+
+    if spec is not None:
+        parsed = WorkloadDescriptor.from_comment(spec)
+        if parsed is None:
+            pairs = [item.partition("=") for item in spec.split()]
+            bad = [k for k, eq, _v in pairs if not eq]
+            if bad:
+                raise click.UsageError(f"--spec: expected key=value, got {bad[0]!r}")
+            parsed = WorkloadDescriptor.from_mapping({k: v for k, _eq, v in pairs})
+        desc = parsed
+    else:
+        raw: dict[str, object] = {"model": model_name, "gflops": gflops, "params": params,
+                                  "batch_size": batch_size, "precision": precision, "mode": mode,
+                                  "gpus": gpus, "iterations": iterations, "corunners": list(corunners)}
+        desc = WorkloadDescriptor.from_mapping({k: v for k, v in raw.items() if v not in (None, [])})
+    preds = load_predictor(model_file).predict(desc, list(gpu_types) or gpu_keys())
+    ordered = sorted(preds.values(), key=lambda p: p.iter_time_p50)
+    if as_json:
+        click.echo(json.dumps([p.__dict__ for p in ordered], indent=1))
+        return
+    click.echo(f"{'gpu':<12}{'iter p50 s':>12}{'iter p90 s':>12}{'run p50':>12}{'run p90':>12}")
+    for p in ordered:
+        click.echo(f"{p.gpu_type:<12}{p.iter_time_p50:>12.4g}{p.iter_time_p90:>12.4g}"
+                   f"{_dur(p.runtime_p50_s):>12}{_dur(p.runtime_p90_s):>12}")
+
+
+def _dur(s: float | None) -> str:
+    if s is None:
+        return "-"
+    h, rem = divmod(int(round(s)), 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}:{m:02d}:{sec:02d}"
+
+
+@model.command("refit")
+@click.option("--data", "data", multiple=True, required=True, type=click.Path(dir_okay=False),
+              help="Base measurement CSV(s) the new model also trains on.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False))
+@click.option("--registry", type=click.Path(dir_okay=False), default=None)
+@click.option("--since", default="now-30days", help="sacct window start.")
+@click.option("--sacct-json", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Read finished jobs from saved `sacct --json` output instead of running sacct.")
+@click.option("--save-rows", type=click.Path(dir_okay=False), default=None,
+              help="Also write the harvested site rows as canonical CSV.")
+def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
+              sacct_json: str | None, save_rows: str | None) -> None:
+    """Add finished jobs' real runtimes (sacct + descriptor in the comment) and retrain."""
+    from slurm_hase.predict.dataset import read_many, write_csv
+    from slurm_hase.predict.refit import harvest, refit
+
+    records: list[Any]
+    if sacct_json:
+        from slurm_hase.slurm.parse_json_sacct import parse_sacct_json
+
+        records = parse_sacct_json(Path(sacct_json).read_text())
+    else:
+        from slurm_hase.slurm.command_backend import CommandBackend
+        from slurm_hase.slurm.runner import SubprocessRunner
+
+        records = CommandBackend(SubprocessRunner()).accounting(since=since)
+    got = harvest(records)
+    skipped = ", ".join(f"{k}: {v}" for k, v in sorted(got.skipped.items())) or "none"
+    click.echo(f"harvested {len(got.rows)} jobs from sacct (skipped {skipped})")
+    if save_rows:
+        write_csv(got.rows, save_rows)
+    pred = refit(read_many(data), got.rows)
+    pred.save(out)
+    msg = f"refit model -> {out}"
+    if registry:
+        from slurm_hase.predict.registry import ModelRegistry
+
+        msg += f" (registry version {ModelRegistry(registry).save(pred, note='refit')})"
+    click.echo(msg)
+
+
+@model.command("versions")
+@click.option("--registry", required=True, type=click.Path(dir_okay=False, exists=True))
+def versions_cmd(registry: str) -> None:
+    """List stored model versions."""
+    from slurm_hase.predict.registry import ModelRegistry
+
+    for v in ModelRegistry(registry).versions():
+        click.echo(f"v{v.version}  {v.created_at}  rows={v.rows}  data={v.data_sha256}  {v.note}")
+
+
+@model.command("export-data")
+@click.option("--shared", required=True, type=click.Path(file_okay=False, exists=True),
+              help="The shared data directory (../shared/data).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False))
+@click.option("--all-sources", is_flag=True,
+              help="Include Sia clusters whose data has no license (local use only).")
+def export_cmd(shared: str, out: str, all_sources: bool) -> None:
+    """Write public measurement sets as one canonical CSV."""
+    from slurm_hase.predict.dataset import write_csv
+    from slurm_hase.predict.loaders import load_sia, shipped_rows
+
+    rows = shipped_rows(shared)
+    if all_sources:
+        rows += load_sia(Path(shared) / "sia" / "traces", clusters=("azure", "dgx", "quad", "rtx"))
+    click.echo(f"wrote {write_csv(rows, out)} rows to {out}")
+
+
+@model.command("gpus")
+def gpus_cmd() -> None:
+    """List the GPU catalog."""
+    from slurm_hase.predict.catalog import catalog
+
+    for s in catalog().values():
+        click.echo(f"{s.key:<11} {s.name:<24} {s.generation:<7} {s.memory_gb:>5.0f}GB "
+                   f"{s.mem_bw_gbs:>6.0f}GB/s fp32={s.fp32_tflops:.1f} tensor={s.tensor_tflops:.0f} TFLOPS")

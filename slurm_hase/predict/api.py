@@ -1,0 +1,245 @@
+"""The predictor API the scheduler, hsbatch and the simulator use.
+
+Importing this module and predicting one job touches neither numpy nor LightGBM: the saved trees
+are walked in pure Python. ``predict_many`` uses LightGBM (or numpy) for bulk work.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from slurm_hase.errors import PredictorError
+from slurm_hase.predict import features as F
+from slurm_hase.predict.catalog import DATA_DIR, GpuSpec, resolve_gpu
+from slurm_hase.predict.descriptor import WorkloadDescriptor
+from slurm_hase.predict.forest import (
+    Tree,
+    parse_lgb_text,
+    predict_np,
+    predict_one,
+    trees_from_lists,
+    trees_to_lists,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+MODEL_FORMAT = "slurm-hase-predictor"
+MODEL_VERSION = 1
+DEFAULT_MODEL = "predictor.json"
+MAX_MODEL_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted iteration time (s) of one job on one GPU type; runtime when iterations known."""
+
+    gpu_type: str
+    iter_time_p50: float
+    iter_time_p90: float
+    runtime_p50_s: float | None
+    runtime_p90_s: float | None
+
+
+@dataclass
+class Predictor:
+    """A trained model: LightGBM text per quantile plus metadata."""
+
+    boosters: dict[str, str]
+    meta: dict[str, Any] = field(default_factory=dict)
+    _trees: dict[str, list[Tree]] = field(default_factory=dict, repr=False)
+    _bulk: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        for q in ("p50", "p90"):
+            if q not in self.boosters:
+                raise PredictorError(f"model file: missing the {q} booster")
+            if q not in self._trees:
+                self._trees[q] = parse_lgb_text(self.boosters[q])
+
+    # ---- single predictions (pure Python) -------------------------------------------------
+    def predict(self, desc: WorkloadDescriptor, gpu_types: Sequence[str]) -> dict[str, Prediction]:
+        """P50/P90 iteration time (and runtime if ``desc.iterations``) per GPU type."""
+        out: dict[str, Prediction] = {}
+        job = F.job_vector(desc)
+        for name in gpu_types:
+            spec = resolve_gpu(name)
+            p50, p90 = self._one(job, spec, desc.precision)
+            it = desc.iterations
+            out[name] = Prediction(
+                gpu_type=spec.key,
+                iter_time_p50=p50,
+                iter_time_p90=p90,
+                runtime_p50_s=p50 * it if it else None,
+                runtime_p90_s=p90 * it if it else None,
+            )
+        return out
+
+    def _one(self, job: list[float], spec: GpuSpec, precision: str) -> tuple[float, float]:
+        gpu = F.gpu_vector(spec, precision)
+        c, w = F.cross(job, gpu, precision)
+        x = [*job, *gpu, c, w]
+        s50 = predict_one(self._trees["p50"], x)
+        p50 = math.exp(c + s50)
+        p90 = math.exp(c + s50 + predict_one(self._trees["p90"], x))
+        return p50, max(p50, p90)
+
+    def mps_slowdown(
+        self, desc: WorkloadDescriptor, corunners: Sequence[WorkloadDescriptor], gpu_type: str
+    ) -> float:
+        """Iteration-time multiplier (>= 1) when sharing ``gpu_type`` through MPS."""
+        if not corunners:
+            return 1.0
+        from slurm_hase.predict.models import fill
+
+        spec = resolve_gpu(gpu_type)
+        co = tuple(fill(c).gflops for c in corunners)
+        alone = self._one(F.job_vector(desc.with_corunners(())), spec, desc.precision)[0]
+        shared = self._one(F.job_vector(desc.with_corunners(co)), spec, desc.precision)[0]
+        return max(1.0, shared / alone)
+
+    # ---- bulk predictions (numpy / LightGBM) ----------------------------------------------
+    def predict_many(
+        self, descs: Sequence[WorkloadDescriptor], gpu_types: Sequence[str]
+    ) -> np.ndarray[Any, Any]:
+        """[n, k] array of P50 iteration times (seconds)."""
+        return self.predict_many_q(descs, gpu_types, "p50")
+
+    def predict_many_q(
+        self, descs: Sequence[WorkloadDescriptor], gpu_types: Sequence[str], q: str
+    ) -> np.ndarray[Any, Any]:
+        """[n, k] array of iteration times at quantile ``q`` ("p50" or "p90").
+
+        Identical workloads are evaluated once (job traces repeat model/batch combinations)."""
+        import numpy as np
+
+        specs = [resolve_gpu(g) for g in gpu_types]
+        n, k = len(descs), len(specs)
+        if n == 0 or k == 0:
+            return np.zeros((n, k))
+        uniq: dict[tuple[tuple[float, ...], str], int] = {}
+        inverse = [uniq.setdefault((tuple(F.job_vector(d)), d.precision), len(uniq)) for d in descs]
+        x, base = _matrix(list(uniq), specs)
+        times = np.exp(base + self.raw_scores(x, q)).reshape(len(uniq), k)
+        return np.asarray(times[np.asarray(inverse, dtype=np.int64)])
+
+    def raw_scores(self, x: np.ndarray[Any, Any], q: str) -> np.ndarray[Any, Any]:
+        """Model output (log efficiency) for a feature matrix; P90 = P50 + residual quantile."""
+        if q == "p90":
+            total: np.ndarray[Any, Any] = self._raw(x, "p50") + self._raw(x, "p90")
+            return total
+        return self._raw(x, q)
+
+    def _raw(self, x: np.ndarray[Any, Any], q: str) -> np.ndarray[Any, Any]:
+        booster = self._booster(q)
+        if booster is not None:
+            import numpy as np
+
+            return np.asarray(booster.predict(x, num_threads=0))
+        return predict_np(self._trees[q], x)
+
+    def _booster(self, q: str) -> Any:
+        if q not in self._bulk:
+            try:
+                import lightgbm as lgb
+
+                self._bulk[q] = lgb.Booster(model_str=self.boosters[q])
+            except Exception:  # lightgbm missing or broken: fall back to numpy trees
+                self._bulk[q] = None
+        return self._bulk[q]
+
+    # ---- persistence ----------------------------------------------------------------------
+    def to_json(self) -> str:
+        """The model file's text."""
+        doc = {"format": MODEL_FORMAT, "version": MODEL_VERSION, "features": list(F.FEATURES),
+               "meta": self.meta, "boosters": self.boosters,
+               "trees": {q: [trees_to_lists(t) for t in ts] for q, ts in self._trees.items()}}
+        return json.dumps(doc, separators=(",", ":"))
+
+    def save(self, path: str | Path) -> None:
+        """Write the model file (atomically)."""
+        p = Path(path)
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text(self.to_json())
+        tmp.replace(p)
+
+
+def feature_matrix(
+    descs: Sequence[WorkloadDescriptor], specs: Sequence[GpuSpec]
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Rows for every (desc, gpu) pair, desc-major; and the base (log roofline seconds)."""
+    return _matrix([(tuple(F.job_vector(d)), d.precision) for d in descs], specs)
+
+
+def _matrix(
+    jobs_prec: Sequence[tuple[tuple[float, ...], str]], specs: Sequence[GpuSpec]
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    import numpy as np
+
+    n, k = len(jobs_prec), len(specs)
+    jobs = np.array([j for j, _p in jobs_prec], dtype=float).reshape(n, F.N_JOB)
+    precs = [p for _j, p in jobs_prec]
+    gpus = np.zeros((n, k, F.N_GPU))
+    for p in set(precs):
+        tab = np.array([F.gpu_vector(s, p) for s in specs], dtype=float).reshape(k, F.N_GPU)
+        idx = np.array([i for i, q in enumerate(precs) if q == p], dtype=np.int64)
+        gpus[idx] = tab[None, :, :]
+    jb = np.broadcast_to(jobs[:, None, :], (n, k, F.N_JOB))
+    compute = jb[:, :, 0] - gpus[:, :, 0] - math.log(1e3)
+    bpp = np.array([F.BYTES_PER_PARAM[p] for p in precs])[:, None]
+    weights = jb[:, :, 1] + np.log(1e6 * bpp) - gpus[:, :, 1] - math.log(1e9)
+    x = np.concatenate([jb, gpus, compute[:, :, None], weights[:, :, None]], axis=2)
+    return x.reshape(n * k, len(F.FEATURES)), compute.reshape(n * k)
+
+
+def predictor_from_json(text: str, origin: str = "model") -> Predictor:
+    """Parse a model file's text; PredictorError on anything unexpected."""
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise PredictorError(f"{origin}: not a slurm-hase model file (bad JSON: {exc})") from None
+    if not isinstance(doc, Mapping) or doc.get("format") != MODEL_FORMAT:
+        raise PredictorError(f"{origin}: not a slurm-hase model file")
+    if doc.get("version") != MODEL_VERSION:
+        raise PredictorError(f"{origin}: unsupported model version {doc.get('version')!r}")
+    if list(doc.get("features", [])) != list(F.FEATURES):
+        raise PredictorError(f"{origin}: model was trained with other features; retrain it")
+    boosters = doc.get("boosters")
+    meta = doc.get("meta", {})
+    if not isinstance(boosters, Mapping) or not all(isinstance(v, str) for v in boosters.values()):
+        raise PredictorError(f"{origin}: model file has no boosters")
+    try:
+        trees = {q: [trees_from_lists(t) for t in ts] for q, ts in doc.get("trees", {}).items()}
+        return Predictor(boosters=dict(boosters), meta=dict(meta) if isinstance(meta, Mapping) else {},
+                         _trees=trees)
+    except (PredictorError, TypeError, ValueError, AttributeError) as exc:
+        raise PredictorError(f"{origin}: {exc}") from None
+
+
+def load_predictor(path: str | Path | None = None) -> Predictor:
+    """Load a model file (None: the default model shipped in the package)."""
+    if path is None:
+        return _default()
+    p = Path(path)
+    try:
+        if p.stat().st_size > MAX_MODEL_BYTES:
+            raise PredictorError(f"{p}: model file is larger than {MAX_MODEL_BYTES} bytes")
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PredictorError(f"{p}: cannot read model file ({exc})") from None
+    return predictor_from_json(text, str(p))
+
+
+@lru_cache(maxsize=1)
+def _default() -> Predictor:
+    try:
+        text = (DATA_DIR / DEFAULT_MODEL).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PredictorError(f"shipped model missing or unreadable ({exc}); run `hase model train`") from None
+    return predictor_from_json(text, "shipped model")

@@ -1,0 +1,124 @@
+"""Cross-validation and scoring: MAPE overall and per group, ours beside the HASE baseline."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from slurm_hase.errors import DataError
+from slurm_hase.predict.api import Predictor
+from slurm_hase.predict.dataset import Measurement
+
+SPLITS: tuple[str, ...] = ("random", "leave-one-gpu-out", "leave-one-model-out", "leave-one-pair-out")
+
+
+@dataclass
+class Score:
+    """MAPE (percent) overall, on co-located rows, and per GPU / per model."""
+
+    n: int
+    mape: float
+    mape_colocated: float | None
+    per_gpu: dict[str, float] = field(default_factory=dict)
+    per_model: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        return {"n": self.n, "mape": self.mape, "mape_colocated": self.mape_colocated,
+                "per_gpu": self.per_gpu, "per_model": self.per_model}
+
+
+def mape(pred: Sequence[float], true: Sequence[float]) -> float:
+    """Mean absolute percentage error, in percent."""
+    if not true:
+        return float("nan")
+    return 100.0 * sum(abs(p - t) / t for p, t in zip(pred, true, strict=True)) / len(true)
+
+
+def score(rows: Sequence[Measurement], pred: Sequence[float]) -> Score:
+    """Score predictions aligned with rows."""
+    true = [m.iter_time_s for m in rows]
+    by_gpu: dict[str, list[int]] = defaultdict(list)
+    by_model: dict[str, list[int]] = defaultdict(list)
+    co: list[int] = []
+    for i, m in enumerate(rows):
+        by_gpu[m.gpu].append(i)
+        by_model[m.model].append(i)
+        if m.desc.corunner_gflops:
+            co.append(i)
+
+    def sub(idx: list[int]) -> float:
+        return round(mape([pred[i] for i in idx], [true[i] for i in idx]), 2)
+
+    return Score(
+        n=len(rows), mape=round(mape(list(pred), true), 2), mape_colocated=sub(co) if co else None,
+        per_gpu={k: sub(v) for k, v in sorted(by_gpu.items())},
+        per_model={k: sub(v) for k, v in sorted(by_model.items())},
+    )
+
+
+def predict_rows(pred: Predictor, rows: Sequence[Measurement]) -> list[float]:
+    """Our model's P50 for each measured row."""
+    import numpy as np
+
+    from slurm_hase.predict.train import matrix
+
+    x, base, _y = matrix(rows)
+    return [float(v) for v in np.exp(base + pred.raw_scores(x, "p50"))]
+
+
+def folds(rows: Sequence[Measurement], split: str, k: int = 5, seed: int = 0) -> list[list[int]]:
+    """Test-index lists for a split."""
+    if split == "random":
+        idx = list(range(len(rows)))
+        random.Random(seed).shuffle(idx)
+        return [idx[i::k] for i in range(k)]
+    key: Callable[[Measurement], str]
+    if split == "leave-one-gpu-out":
+        key = lambda m: m.gpu  # noqa: E731
+    elif split == "leave-one-model-out":
+        key = lambda m: m.model  # noqa: E731
+    elif split == "leave-one-pair-out":
+        key = lambda m: f"{m.model}@{m.gpu}"  # noqa: E731
+    else:
+        raise DataError(f"unknown split {split!r} (choose from {', '.join(SPLITS)})")
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, m in enumerate(rows):
+        groups[key(m)].append(i)
+    if len(groups) < 2:
+        raise DataError(f"split {split}: needs at least 2 groups, data has {len(groups)}")
+    return list(groups.values())
+
+
+def cross_validate(
+    rows: Sequence[Measurement], split: str, *, baseline: bool = True, rounds: int | None = None,
+    max_folds: int | None = None, seed: int = 0,
+) -> dict[str, Score]:
+    """Out-of-fold predictions for ours (and the baseline) scored on the rows that were held out."""
+    from slurm_hase.predict.train import NUM_ROUNDS, HaseBaseline, train
+
+    test_sets = folds(rows, split, seed=seed)
+    if max_folds is not None and len(test_sets) > max_folds:
+        test_sets = random.Random(seed).sample(test_sets, max_folds)
+    ours: dict[int, float] = {}
+    base: dict[int, float] = {}
+    for test in test_sets:
+        held = set(test)
+        tr = [m for i, m in enumerate(rows) if i not in held]
+        te = [rows[i] for i in test]
+        model = train(tr, rounds=rounds or NUM_ROUNDS, with_p90=False)
+        for i, p in zip(test, predict_rows(model, te), strict=True):
+            ours[i] = p
+        if baseline:
+            bl = HaseBaseline().fit(tr)
+            for i, p in zip(test, bl.predict(te), strict=True):
+                base[i] = float(p)
+    order = sorted(ours)
+    sel = [rows[i] for i in order]
+    out = {"ours": score(sel, [ours[i] for i in order])}
+    if baseline:
+        out["hase_baseline"] = score(sel, [base[i] for i in order])
+    return out

@@ -1,0 +1,73 @@
+"""Feature rows for (workload, GPU type) pairs, shared by training and prediction.
+
+The learned target is ``log(iter_time) - base`` where ``base`` is the log of the compute-roofline
+time (GFLOPs / peak TFLOPS at the job's precision), so trees learn an efficiency that carries over
+to GPU types absent from the training data.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from slurm_hase.predict.catalog import GpuSpec
+from slurm_hase.predict.descriptor import WorkloadDescriptor
+from slurm_hase.predict.models import fill
+
+FEATURES: tuple[str, ...] = (
+    "log_gflops", "log_params", "log_batch", "log_gflops_per_sample", "precision", "is_train",
+    "log2_gpus", "n_corunners", "log1p_corunner_gflops", "log_load_ratio",
+    "log_peak_tflops", "log_mem_bw", "log_sms", "generation", "log_mem_gb", "log_fp32_tflops",
+    "log_compute_time", "log_weight_time",
+)
+N_JOB = 10
+N_GPU = 6
+PRECISION_CODE = {"fp32": 0.0, "tf32": 1.0, "fp16": 2.0, "bf16": 2.0, "int8": 3.0}
+BYTES_PER_PARAM = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "int8": 1.0}
+_LOG_1E3 = math.log(1e3)
+
+
+def job_vector(desc: WorkloadDescriptor) -> list[float]:
+    """The job part of a row (raises DescriptorError when GFLOPs cannot be known)."""
+    f = fill(desc)
+    co = sum(desc.corunner_gflops)
+    lg = math.log(f.gflops)
+    return [
+        lg,
+        math.log(f.params_m),
+        math.log(f.batch_size),
+        lg - math.log(f.batch_size),
+        PRECISION_CODE[desc.precision],
+        1.0 if desc.mode == "train" else 0.0,
+        math.log2(desc.num_gpus),
+        float(len(desc.corunner_gflops)),
+        math.log1p(co),
+        math.log((f.gflops + co) / f.gflops),
+    ]
+
+
+def gpu_vector(spec: GpuSpec, precision: str) -> list[float]:
+    """The GPU part of a row (depends on the job's precision through the usable peak)."""
+    return [
+        math.log(spec.peak_tflops(precision)),
+        math.log(spec.mem_bw_gbs),
+        math.log(spec.sms),
+        float(spec.generation_index),
+        math.log(spec.memory_gb),
+        math.log(spec.fp32_tflops),
+    ]
+
+
+def cross(job: Sequence[float], gpu: Sequence[float], precision: str) -> tuple[float, float]:
+    """(log compute-roofline seconds, log seconds to read the weights once)."""
+    compute = job[0] - gpu[0] - _LOG_1E3
+    weights = job[1] + math.log(1e6 * BYTES_PER_PARAM[precision]) - gpu[1] - math.log(1e9)
+    return compute, weights
+
+
+def row(desc: WorkloadDescriptor, spec: GpuSpec) -> tuple[list[float], float]:
+    """(feature row, base) for one pair; the prediction is ``exp(base + model(row))``."""
+    job = job_vector(desc)
+    gpu = gpu_vector(spec, desc.precision)
+    c, w = cross(job, gpu, desc.precision)
+    return [*job, *gpu, c, w], c

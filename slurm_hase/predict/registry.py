@@ -1,0 +1,84 @@
+"""Versioned predictor models in a small SQLite table (sqlite-utils).
+
+Table ``predictor_models``: version (int, primary key), created_at, note, rows, data_sha256,
+metrics (JSON), model (the model file's JSON text). To be folded into slurm_hase/store later.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from slurm_hase.errors import StoreError
+from slurm_hase.predict.api import Predictor, predictor_from_json
+
+TABLE = "predictor_models"
+
+
+@dataclass(frozen=True)
+class ModelVersion:
+    """One stored model version (without the model text)."""
+
+    version: int
+    created_at: str
+    note: str
+    rows: int
+    data_sha256: str
+    metrics: dict[str, Any]
+
+
+class ModelRegistry:
+    """Store and fetch predictor versions in an SQLite file."""
+
+    def __init__(self, db_path: str | Path) -> None:
+        import sqlite_utils
+
+        try:
+            self._db = sqlite_utils.Database(str(db_path))
+            if TABLE not in self._db.table_names():
+                self._db[TABLE].create(  # type: ignore[union-attr]
+                    {"version": int, "created_at": str, "note": str, "rows": int,
+                     "data_sha256": str, "metrics": str, "model": str},
+                    pk="version",
+                )
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{db_path}: cannot open model registry ({exc})") from None
+
+    def save(self, predictor: Predictor, note: str = "", metrics: dict[str, Any] | None = None) -> int:
+        """Store a model as the next version; returns the version number."""
+        try:
+            row = self._db.execute(f"select max(version) from {TABLE}").fetchone()
+            version = int(row[0] or 0) + 1
+            self._db[TABLE].insert({  # type: ignore[union-attr]
+                "version": version,
+                "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "note": note,
+                "rows": int(predictor.meta.get("rows", 0)),
+                "data_sha256": str(predictor.meta.get("data_sha256", "")),
+                "metrics": json.dumps(metrics or {}),
+                "model": predictor.to_json(),
+            })
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot store model ({exc})") from None
+        return version
+
+    def versions(self) -> list[ModelVersion]:
+        """All versions, oldest first."""
+        rows = self._db.execute(
+            f"select version, created_at, note, rows, data_sha256, metrics from {TABLE} order by version"
+        ).fetchall()
+        return [ModelVersion(int(v), c, n, int(r), s, json.loads(m or "{}")) for v, c, n, r, s, m in rows]
+
+    def load(self, version: int | None = None) -> Predictor:
+        """A stored model (None: the newest); StoreError if there is none."""
+        if version is None:
+            row = self._db.execute(f"select version, model from {TABLE} order by version desc limit 1").fetchone()
+        else:
+            row = self._db.execute(f"select version, model from {TABLE} where version = ?", [version]).fetchone()
+        if row is None:
+            raise StoreError(f"no predictor model version {version if version is not None else '(any)'} stored")
+        return predictor_from_json(row[1], f"model registry version {row[0]}")

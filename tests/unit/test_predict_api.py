@@ -1,0 +1,106 @@
+"""Predictor API on the shipped model: predictions, bulk path, MPS, bad model files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slurm_hase.errors import DescriptorError, PredictorError, UnknownGpuError
+from slurm_hase.predict.api import Prediction, load_predictor
+from slurm_hase.predict.catalog import gpu_keys
+from slurm_hase.predict.descriptor import WorkloadDescriptor
+from slurm_hase.predict.forest import predict_np
+
+RESNET = WorkloadDescriptor(model="resnet50", batch_size=64, iterations=1000)
+
+
+def test_predict_per_gpu_with_runtime() -> None:
+    out = load_predictor().predict(RESNET, ["a100", "Tesla V100-SXM2-16GB", "k80"])
+    assert set(out) == {"a100", "Tesla V100-SXM2-16GB", "k80"}
+    p = out["Tesla V100-SXM2-16GB"]
+    assert isinstance(p, Prediction) and p.gpu_type == "v100"
+    assert 0 < p.iter_time_p50 <= p.iter_time_p90
+    assert p.runtime_p50_s == pytest.approx(1000 * p.iter_time_p50)
+    assert out["a100"].iter_time_p50 < out["v100" if False else "Tesla V100-SXM2-16GB"].iter_time_p50 < out["k80"].iter_time_p50
+
+
+def test_no_iterations_no_runtime() -> None:
+    p = load_predictor().predict(WorkloadDescriptor(model="bert-base", batch_size=16), ["t4"])["t4"]
+    assert p.runtime_p50_s is None and p.runtime_p90_s is None
+
+
+def test_bigger_batch_takes_longer() -> None:
+    pred = load_predictor()
+    small = pred.predict(WorkloadDescriptor(model="resnet50", batch_size=16), ["v100"])["v100"]
+    big = pred.predict(WorkloadDescriptor(model="resnet50", batch_size=128), ["v100"])["v100"]
+    assert big.iter_time_p50 > 2 * small.iter_time_p50
+
+
+def test_predict_many_matches_predict() -> None:
+    pred = load_predictor()
+    descs = [RESNET, WorkloadDescriptor(model="lstm-lm", batch_size=20, precision="fp16"),
+             WorkloadDescriptor(gflops_per_iter=500.0, mode="infer", precision="int8", corunner_gflops=(100.0,)),
+             RESNET]
+    gpus = gpu_keys()
+    arr = pred.predict_many(descs, gpus)
+    assert arr.shape == (4, len(gpus))
+    assert list(arr[3]) == list(arr[0])  # duplicates are evaluated once and copied back
+    for i, d in enumerate(descs):
+        single = pred.predict(d, gpus)
+        assert list(arr[i]) == pytest.approx([single[g].iter_time_p50 for g in gpus], rel=1e-9)
+
+
+def test_numpy_trees_match_pure_python() -> None:
+    import numpy as np
+
+    from slurm_hase.predict.api import feature_matrix
+    from slurm_hase.predict.catalog import resolve_gpu
+
+    pred = load_predictor()
+    x, base = feature_matrix([RESNET], [resolve_gpu(g) for g in gpu_keys()])
+    via_np = np.exp(base + predict_np(pred._trees["p50"], x))
+    single = pred.predict(RESNET, gpu_keys())
+    assert list(via_np) == pytest.approx([single[g].iter_time_p50 for g in gpu_keys()], rel=1e-9)
+
+
+def test_mps_slowdown() -> None:
+    pred = load_predictor()
+    co = [WorkloadDescriptor(model="resnet50", batch_size=128)]
+    s = pred.mps_slowdown(WorkloadDescriptor(model="resnet18-cifar", batch_size=64), co, "v100")
+    assert s > 1.0
+    assert pred.mps_slowdown(RESNET, [], "v100") == 1.0
+
+
+def test_errors() -> None:
+    pred = load_predictor()
+    with pytest.raises(UnknownGpuError):
+        pred.predict(RESNET, ["v1000"])
+    with pytest.raises(DescriptorError, match="gflops"):
+        pred.predict(WorkloadDescriptor(model="mystery-net"), ["v100"])
+
+
+@pytest.mark.parametrize(
+    "content",
+    ['{"format": "slurm-hase-predictor", "version": 1, "boost', "", "\x00\x01binary",
+     '{"format": "other"}', '{"format": "slurm-hase-predictor", "version": 99}',
+     '[1, 2]'],
+)
+def test_corrupt_model_file(tmp_path: Path, content: str) -> None:
+    f = tmp_path / "m.json"
+    f.write_text(content)
+    with pytest.raises(PredictorError, match="m.json"):
+        load_predictor(f)
+
+
+def test_tampered_trees_rejected(tmp_path: Path) -> None:
+    import json
+
+    doc = json.loads(load_predictor().to_json())
+    doc["trees"]["p50"][0][2][0] = 10**6  # child index out of range
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(PredictorError):
+        load_predictor(f)
+    with pytest.raises(PredictorError):
+        load_predictor(tmp_path / "missing.json")

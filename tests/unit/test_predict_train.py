@@ -1,0 +1,156 @@
+"""Training, cross-validation, the registry, refit and the CLI on small real data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from slurm_hase.cli.model_cmd import model as model_group
+from slurm_hase.errors import DataError, StoreError
+from slurm_hase.predict.api import load_predictor
+from slurm_hase.predict.dataset import Measurement, read_csv
+from slurm_hase.predict.descriptor import WorkloadDescriptor
+from slurm_hase.predict.evaluate import cross_validate, folds, mape, predict_rows
+from slurm_hase.predict.forest import predict_one
+from slurm_hase.predict.refit import harvest, harvest_backend, refit
+from slurm_hase.predict.registry import ModelRegistry
+from slurm_hase.predict.train import matrix, train
+from slurm_hase.slurm.types import AccountingRecord, JobState
+
+
+@pytest.fixture(scope="module")
+def rows(fixtures_dir: Path) -> list[Measurement]:
+    return read_csv(fixtures_dir / "predict" / "measurements_small.csv")
+
+
+@pytest.fixture(scope="module")
+def small_model(rows: list[Measurement]):  # type: ignore[no-untyped-def]
+    return train(rows, rounds=150)
+
+
+def test_pure_python_walk_equals_lightgbm(rows: list[Measurement], small_model) -> None:  # type: ignore[no-untyped-def]
+    x, _base, _y = matrix(rows[:40])
+    lgb_scores = small_model.raw_scores(x, "p50")
+    ours = [predict_one(small_model._trees["p50"], list(r)) for r in x]
+    assert ours == pytest.approx(list(lgb_scores), rel=1e-9, abs=1e-12)
+
+
+def test_training_fits_the_data(rows: list[Measurement], small_model) -> None:  # type: ignore[no-untyped-def]
+    assert mape(predict_rows(small_model, rows), [m.iter_time_s for m in rows]) < 15.0
+    assert small_model.meta["rows"] == len(rows)
+
+
+def test_save_load_round_trip(tmp_path: Path, small_model) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "m.json"
+    small_model.save(f)
+    d = WorkloadDescriptor(model="resnet50", batch_size=32)
+    assert load_predictor(f).predict(d, ["p100"]) == small_model.predict(d, ["p100"])
+
+
+def test_folds_and_split_errors(rows: list[Measurement]) -> None:
+    gpu_folds = folds(rows, "leave-one-gpu-out")
+    assert len(gpu_folds) == len({m.gpu for m in rows})
+    assert sorted(i for f in folds(rows, "random") for i in f) == list(range(len(rows)))
+    with pytest.raises(DataError):
+        folds(rows, "leave-one-user-out")
+    with pytest.raises(DataError):
+        train(rows[:5])
+
+
+def test_cross_validate_reports_baseline(rows: list[Measurement]) -> None:
+    res = cross_validate(rows, "random", rounds=40)
+    assert set(res) == {"ours", "hase_baseline"}
+    assert res["ours"].n == len(rows) and res["ours"].mape_colocated is not None
+    assert res["ours"].mape < res["hase_baseline"].mape
+
+
+def test_registry_versions(tmp_path: Path, small_model) -> None:  # type: ignore[no-untyped-def]
+    reg = ModelRegistry(tmp_path / "state.db")
+    assert reg.save(small_model, note="first") == 1
+    assert reg.save(small_model, note="second", metrics={"mape": 5.0}) == 2
+    vs = reg.versions()
+    assert [v.version for v in vs] == [1, 2] and vs[1].metrics == {"mape": 5.0}
+    assert reg.load().meta == small_model.meta
+    with pytest.raises(StoreError):
+        reg.load(7)
+    bad = tmp_path / "garbage.db"
+    bad.write_bytes(b"not sqlite at all" * 100)
+    with pytest.raises(StoreError):
+        ModelRegistry(bad)
+
+
+class FakeBackend:
+    def __init__(self, records: list[AccountingRecord]) -> None:
+        self.records = records
+
+    def accounting(self, *, since: str = "now-1day", until: str = "now",
+                   job_ids: tuple[str, ...] = ()) -> list[AccountingRecord]:
+        return self.records
+
+
+def _records(rows: list[Measurement]) -> list[AccountingRecord]:
+    """Real measured iteration times replayed as finished jobs (elapsed = time x iterations)."""
+    out = []
+    for i, m in enumerate(rows):
+        desc = WorkloadDescriptor(model=m.desc.model, gflops_per_iter=m.desc.gflops_per_iter,
+                                  batch_size=m.desc.batch_size, num_gpus=m.desc.num_gpus, iterations=2000)
+        out.append(AccountingRecord(job_id=str(i), name="j", account="a", user="u", state=JobState.COMPLETED,
+                                    elapsed_s=round(m.iter_time_s * 2000), alloc_gpus={m.gpu: m.desc.num_gpus},
+                                    comment=desc.to_comment()))
+    return out
+
+
+def test_harvest_skips_with_reasons(rows: list[Measurement]) -> None:
+    recs = _records(rows[:3])
+    recs.append(AccountingRecord(job_id="x", name="j", account="a", user="u", state=JobState.FAILED))
+    recs.append(AccountingRecord(job_id="y", name="j", account="a", user="u", state=JobState.COMPLETED,
+                                 elapsed_s=10, comment="plain comment"))
+    recs.append(AccountingRecord(job_id="z", name="j", account="a", user="u", state=JobState.COMPLETED,
+                                 elapsed_s=10, comment='{"hase":1,"bs":', alloc_gpus={"v100": 1}))
+    got = harvest_backend(FakeBackend(recs))
+    assert len(got.rows) == 3
+    assert got.skipped == {"not completed": 1, "no descriptor": 1, "bad descriptor": 1}
+    assert got.rows[0].iter_time_s == pytest.approx(rows[0].iter_time_s, rel=0.01)
+
+
+def test_refit_lowers_error_on_following_jobs(rows: list[Measurement]) -> None:
+    # base knows only K80/P100 exclusive runs; the site then runs V100 jobs
+    iso = [m for m in rows if not m.desc.corunner_gflops and m.gpu in ("k80", "p100", "v100")]
+    base = [m for m in iso if m.gpu != "v100"]
+    v100 = [m for m in iso if m.gpu == "v100"]
+    history, following = v100[::2], v100[1::2]
+    before = train(base, rounds=60)
+    after = refit(base, harvest(_records(history)).rows)
+    true = [m.iter_time_s for m in following]
+    assert mape(predict_rows(after, following), true) < mape(predict_rows(before, following), true)
+
+
+def test_cli_predict_and_evaluate(tmp_path: Path, fixtures_dir: Path) -> None:
+    runner = CliRunner()
+    res = runner.invoke(model_group, ["predict", "--model", "resnet50", "--batch-size", "64",
+                                      "--iterations", "100", "--gpu", "a100", "--gpu", "t4"])
+    assert res.exit_code == 0, res.output
+    assert "a100" in res.output and "t4" in res.output
+    data = str(fixtures_dir / "predict" / "measurements_small.csv")
+    res = runner.invoke(model_group, ["evaluate", "--model", "shipped", "--data", data, "--json"])
+    assert res.exit_code == 0, res.output
+    assert '"mape"' in res.output
+    res = runner.invoke(model_group, ["predict", "--model", "resnet50", "--gpu", "a1000"])
+    assert res.exit_code != 0
+    res = runner.invoke(model_group, ["predict", "--spec", "model=bert-base bs=16 iters=50", "--gpu", "v100", "--json"])
+    assert res.exit_code == 0, res.output
+    assert '"runtime_p50_s"' in res.output and '"v100"' in res.output
+    res = runner.invoke(model_group, ["predict", "--spec", '{"hase":1,"model":"gpt2","bs":4}', "--gpu", "h100"])
+    assert res.exit_code == 0 and "h100" in res.output
+
+
+def test_cli_train_registry(tmp_path: Path, fixtures_dir: Path) -> None:
+    data = str(fixtures_dir / "predict" / "measurements_small.csv")
+    out = tmp_path / "m.json"
+    db = tmp_path / "s.db"
+    res = CliRunner().invoke(model_group, ["train", "--data", data, "--out", str(out), "--registry", str(db)])
+    assert res.exit_code == 0, res.output
+    assert "registry version 1" in res.output
+    assert load_predictor(out).meta["rows"] > 300
