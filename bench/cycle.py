@@ -84,8 +84,10 @@ def live(n_jobs: int, policies: Sequence[str], workers: int, batch: bool) -> Non
             owned: dict[str, OwnedAttrs] = {}
             cold = one(backend, name, owned, workers, batch)
             warm = one(backend, name, owned, workers, batch)
+            ROWS.append((name, cold, warm))
             print(json.dumps({"bench": "cycle-live", "policy": name, "jobs": n_jobs,
-                              "workers": workers, "batch": batch, "nice_quantum": QUANTUM[0], "cold": cold, "warm": warm}))
+                              "workers": workers, "batch": batch, "nice_quantum": QUANTUM[0],
+                              "cold": cold, "warm": warm}))
             for jid in owned:  # undo so the next policy starts cold again
                 from slurm_hase.slurm.types import JobUpdate
 
@@ -104,8 +106,23 @@ def fake(n_jobs: int, n_nodes: int, policies: Sequence[str]) -> None:
         owned: dict[str, OwnedAttrs] = {}
         cold = one(backend, name, owned, 1)
         warm = one(backend, name, owned, 1)
+        ROWS.append((name, cold, warm))
         print(json.dumps({"bench": "cycle-fake", "policy": name, "jobs": n_jobs,
                           "nodes": n_nodes, "cold": cold, "warm": warm}))
+
+
+ROWS: list[tuple[str, dict[str, float | int], dict[str, float | int]]] = []
+
+
+def print_table(target_s: float) -> None:
+    """One row per policy: cold (first, every job updated) and warm (nothing changed) cycles."""
+    ref = next((float(c["wall_s"]) for n, c, _ in ROWS if n == "gavel"), None)
+    print(f"\n{'policy':8s} {'cold s':>8s} {'updates':>8s} {'warm s':>8s} {'x gavel':>8s}  target")
+    for name, cold, warm in ROWS:
+        ratio = f"{float(cold['wall_s']) / ref:8.2f}" if ref else f"{'-':>8s}"
+        ok = "OK" if float(cold["wall_s"]) <= target_s else "OVER"
+        print(f"{name:8s} {float(cold['wall_s']):8.3f} {int(cold['applied']):8d} "
+              f"{float(warm['wall_s']):8.3f} {ratio}  {ok} (<= {target_s:g} s)")
 
 
 def main() -> None:
@@ -116,7 +133,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=300)
     ap.add_argument("--nodes", type=int, default=500)
     ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--policies", default="hase,fair")
+    ap.add_argument("--policies", default="hase,fair,gavel")
     ap.add_argument("--no-batch", action="store_true", help="one scontrol call per job")
     ap.add_argument("--nice-quantum", type=int, default=1)
     args = ap.parse_args()
@@ -124,8 +141,10 @@ def main() -> None:
     QUANTUM[0] = args.nice_quantum
     if args.live:
         live(args.jobs, policies, args.workers, not args.no_batch)
+        print_table(2.0)
     else:
         fake(args.jobs, args.nodes, policies)
+        print_table(float("inf"))
 
 
 if __name__ == "__main__":
