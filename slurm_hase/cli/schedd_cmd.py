@@ -58,6 +58,7 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
     """Observe -> decide -> act -> record, every interval."""
     from slurm_hase.daemon.cycle import CycleConfig
     from slurm_hase.daemon.estimator import DescriptorEstimator
+    from slurm_hase.daemon.history import CachedHistory, HistoryEstimator, predictor_speed
     from slurm_hase.daemon.logs import setup_logging
     from slurm_hase.daemon.loop import Daemon, LoopSettings, WallClock
     from slurm_hase.daemon.metrics import Metrics, serve_metrics
@@ -80,8 +81,12 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
     metrics = Metrics()
     if cfg.metrics_port:
         serve_metrics(metrics, cfg.metrics_address, cfg.metrics_port)
+    backend, clock = _backend(), WallClock()
+    history = CachedHistory(lambda: backend.accounting(since="now-30days"), clock.now)
+    estimator = HistoryEstimator(DescriptorEstimator(predictor), history,
+                                 predictor_speed(predictor))
     daemon = Daemon(
-        _backend(), policy, DescriptorEstimator(predictor), WallClock(), store,
+        backend, policy, estimator, clock, store,
         CycleConfig(partitions=cfg.partitions, dry_run=cfg.dry_run,
                     nice_min_delta=cfg.nice_min_delta, nice_quantum=cfg.nice_quantum,
                     gpu_types=cfg.gpu_types,
