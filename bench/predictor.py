@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -107,7 +108,7 @@ class ReplayBackend:
         self.records = records
 
     def accounting(self, *, since: str = "now-1day", until: str = "now",
-                   job_ids: tuple[str, ...] | list[str] = ()) -> list[AccountingRecord]:
+                   job_ids: Sequence[str] = ()) -> list[AccountingRecord]:
         return list(self.records)
 
 

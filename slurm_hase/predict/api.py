@@ -20,18 +20,20 @@ from slurm_hase.predict.catalog import DATA_DIR, GpuSpec, resolve_gpu
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.predict.forest import (
     Tree,
+    pack_trees,
     parse_lgb_text,
     predict_np,
     predict_one,
     trees_from_lists,
-    trees_to_lists,
+    unpack_trees,
 )
 
 if TYPE_CHECKING:
     import numpy as np
 
 MODEL_FORMAT = "slurm-hase-predictor"
-MODEL_VERSION = 1
+MODEL_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # 1: trees as JSON number lists (slower to load)
 DEFAULT_MODEL = "predictor.json"
 MAX_MODEL_BYTES = 64 * 1024 * 1024
 
@@ -159,7 +161,7 @@ class Predictor:
         """The model file's text."""
         doc = {"format": MODEL_FORMAT, "version": MODEL_VERSION, "features": list(F.FEATURES),
                "meta": self.meta, "boosters": self.boosters,
-               "trees": {q: [trees_to_lists(t) for t in ts] for q, ts in self._trees.items()}}
+               "trees": {q: pack_trees(ts) for q, ts in self._trees.items()}}
         return json.dumps(doc, separators=(",", ":"))
 
     def save(self, path: str | Path) -> None:
@@ -206,7 +208,7 @@ def predictor_from_json(text: str, origin: str = "model") -> Predictor:
         raise PredictorError(f"{origin}: not a slurm-hase model file (bad JSON: {exc})") from None
     if not isinstance(doc, Mapping) or doc.get("format") != MODEL_FORMAT:
         raise PredictorError(f"{origin}: not a slurm-hase model file")
-    if doc.get("version") != MODEL_VERSION:
+    if doc.get("version") not in READABLE_VERSIONS:
         raise PredictorError(f"{origin}: unsupported model version {doc.get('version')!r}")
     if list(doc.get("features", [])) != list(F.FEATURES):
         raise PredictorError(f"{origin}: model was trained with other features; retrain it")
@@ -215,7 +217,8 @@ def predictor_from_json(text: str, origin: str = "model") -> Predictor:
     if not isinstance(boosters, Mapping) or not all(isinstance(v, str) for v in boosters.values()):
         raise PredictorError(f"{origin}: model file has no boosters")
     try:
-        trees = {q: [trees_from_lists(t) for t in ts] for q, ts in doc.get("trees", {}).items()}
+        trees = {q: [trees_from_lists(t) for t in ts] if isinstance(ts, list) else unpack_trees(ts, len(F.FEATURES))
+                 for q, ts in doc.get("trees", {}).items()}
         return Predictor(boosters=dict(boosters), meta=dict(meta) if isinstance(meta, Mapping) else {},
                          _trees=trees)
     except (PredictorError, TypeError, ValueError, AttributeError) as exc:

@@ -49,6 +49,23 @@ _ALIASES: dict[str, str] = {
 }
 
 
+KEYS: tuple[str, ...] = tuple(sorted(set(_ALIASES.values())))
+
+
+def key_aliases() -> list[str]:
+    """Every accepted spelling of a descriptor key, sorted."""
+    return sorted(_ALIASES)
+
+
+def canonical_key(name: str) -> str:
+    """The canonical descriptor key for a ``#HASE`` key or alias (``bs`` -> ``batch_size``);
+    DescriptorError for an unknown key."""
+    key = _ALIASES.get(str(name).strip().lower().replace("-", "_"))
+    if key is None:
+        raise DescriptorError(f"{name}: unknown key (known: {', '.join(KEYS)})")
+    return key
+
+
 @dataclass(frozen=True)
 class WorkloadDescriptor:
     """One job's workload as the predictor sees it (None = unknown)."""
@@ -86,9 +103,7 @@ class WorkloadDescriptor:
         """Build and validate from a mapping (values may be strings as from ``#HASE k=v``)."""
         canon: dict[str, object] = {}
         for raw_key, value in d.items():
-            key = _ALIASES.get(str(raw_key).strip().lower())
-            if key is None:
-                raise DescriptorError(f"{raw_key}: unknown key (known: {', '.join(sorted(set(_ALIASES.values())))})")
+            key = canonical_key(str(raw_key))
             if key in canon:
                 raise DescriptorError(f"{raw_key}: given twice")
             canon[key] = value

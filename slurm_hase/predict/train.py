@@ -17,7 +17,7 @@ from slurm_hase.predict.catalog import resolve_gpu
 from slurm_hase.predict.dataset import Measurement
 
 GBM_PARAMS: dict[str, Any] = {
-    "learning_rate": 0.1, "num_leaves": 31, "min_data_in_leaf": 3, "feature_fraction": 0.9,
+    "learning_rate": 0.2, "num_leaves": 31, "min_data_in_leaf": 3, "feature_fraction": 0.9,
     "bagging_fraction": 0.9, "bagging_freq": 1, "lambda_l2": 1.0, "verbose": -1,
     "num_threads": 1, "deterministic": True, "force_row_wise": True, "seed": 7,
     "monotone_constraints_method": "advanced",
@@ -27,8 +27,10 @@ GBM_PARAMS: dict[str, Any] = {
 # 64% to 46% on the shipped data at equal random-split error. (Constraining the co-runner features
 # too doubled the random-split error: measured co-located pairs are not always slower.)
 MONOTONE: dict[str, int] = {"log_mem_bw": -1, "log_weight_time": 1}
-NUM_ROUNDS = 200
-P90_ROUNDS = 100
+# 100 rounds at learning rate 0.2 (was 200 at 0.1): same accuracy within noise on the shipped data
+# (random split 12.7% vs 12.4%, leave-one-GPU-out 45.0% vs 46.2%), half the bulk prediction time.
+NUM_ROUNDS = 100
+P90_ROUNDS = 50
 
 
 def matrix(rows: Sequence[Measurement]) -> tuple[Any, Any, Any]:

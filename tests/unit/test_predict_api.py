@@ -94,13 +94,21 @@ def test_corrupt_model_file(tmp_path: Path, content: str) -> None:
 
 
 def test_tampered_trees_rejected(tmp_path: Path) -> None:
+    import base64
     import json
+    from array import array
 
     doc = json.loads(load_predictor().to_json())
-    doc["trees"]["p50"][0][2][0] = 10**6  # child index out of range
+    left = array("i", base64.b64decode(doc["trees"]["p50"]["left"]))
+    left[0] = 10**6  # child index out of range
+    doc["trees"]["p50"]["left"] = base64.b64encode(left.tobytes()).decode()
     f = tmp_path / "bad.json"
     f.write_text(json.dumps(doc))
-    with pytest.raises(PredictorError):
+    with pytest.raises(PredictorError, match="out of range"):
+        load_predictor(f)
+    doc["trees"]["p50"]["left"] = "not base64!"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(PredictorError, match="base64"):
         load_predictor(f)
     with pytest.raises(PredictorError):
         load_predictor(tmp_path / "missing.json")

@@ -71,3 +71,12 @@ def test_from_comment_hostile(text: str) -> None:
 
 def test_to_comment_is_json() -> None:
     assert json.loads(WorkloadDescriptor(model="resnet50").to_comment()) == {"hase": 1, "model": "resnet50"}
+
+
+def test_canonical_key() -> None:
+    from slurm_hase.predict.descriptor import KEYS, canonical_key, key_aliases
+
+    assert canonical_key("bs") == "batch_size" and canonical_key(" Num-GPUs ") == "gpus"
+    assert set(KEYS) <= set(key_aliases())
+    with pytest.raises(DescriptorError, match="unknown key"):
+        canonical_key("colour")
