@@ -11,8 +11,7 @@ from dataclasses import dataclass
 
 from slurm_hase.errors import DescriptorError
 from slurm_hase.hsbatch.script import HaseLine
-from slurm_hase.predict.descriptor import _ALIASES as KEY_ALIASES
-from slurm_hase.predict.descriptor import WorkloadDescriptor
+from slurm_hase.predict.descriptor import KEYS, WorkloadDescriptor, canonical_key, key_aliases
 
 MAX_DESCRIPTOR_FILE_BYTES = 64 * 1024
 
@@ -28,16 +27,19 @@ class Entry:
 
 def canonical(key: str) -> str | None:
     """The descriptor key ``key`` means (case-insensitive, '-' = '_'); None if unknown."""
-    return KEY_ALIASES.get(key.strip().lower().replace("-", "_"))
+    try:
+        return canonical_key(key)
+    except DescriptorError:
+        return None
 
 
 def alias_names() -> list[str]:
     """Every key name a user may type (aliases included)."""
-    return sorted(KEY_ALIASES)
+    return key_aliases()
 
 
 def known_keys() -> list[str]:
-    return sorted(set(KEY_ALIASES.values()))
+    return list(KEYS)
 
 
 class Sources:
