@@ -89,6 +89,7 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
         backend, policy, estimator, clock, store,
         CycleConfig(partitions=cfg.partitions, dry_run=cfg.dry_run,
                     nice_min_delta=cfg.nice_min_delta, nice_quantum=cfg.nice_quantum,
+                    nice_scale=cfg.nice_scale,
                     gpu_types=cfg.gpu_types,
                     update_workers=cfg.update_workers, batch_updates=cfg.batch_updates),
         LoopSettings(cfg.interval_s, cfg.backoff_s, cfg.backoff_max_s, cfg.half_life_s),

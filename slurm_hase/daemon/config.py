@@ -18,7 +18,7 @@ from slurm_hase.errors import ConfigError, HaseError
 DEFAULT_DB = "/var/lib/slurm-hase/schedd.db"
 
 _SCHEDD_KEYS = {"interval_s", "partitions", "dry_run", "state_db", "model", "half_life_s",
-                "nice_min_delta", "nice_quantum", "backoff_s", "backoff_max_s", "gpu_types", "update_workers", "batch_updates",
+                "nice_min_delta", "nice_quantum", "nice_scale", "backoff_s", "backoff_max_s", "gpu_types", "update_workers", "batch_updates",
                 "log_format", "log_level", "metrics"}
 _METRICS_KEYS = {"textfile", "port", "address"}
 
@@ -37,6 +37,7 @@ class DaemonConfig:
     half_life_s: float = 7 * 24 * 3600.0
     nice_min_delta: int = 10
     nice_quantum: int = 1
+    nice_scale: int = 1
     backoff_s: float = 5.0
     backoff_max_s: float = 300.0
     gpu_types: tuple[str, ...] | None = None
@@ -98,6 +99,7 @@ def from_mapping(
         if key in s:
             out[key] = _num("schedd", key, s[key], lo, hi)
     for key, lo, hi in (("nice_min_delta", 1, 10_000), ("nice_quantum", 1, 1000),
+                        ("nice_scale", 1, 100_000),
                         ("update_workers", 1, 64)):
         if key in s:
             out[key] = int(_num("schedd", key, s[key], lo, hi))

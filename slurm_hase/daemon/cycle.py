@@ -61,6 +61,9 @@ class CycleConfig:
     nice_min_delta: int = 1  # ignore Nice changes smaller than this (no update storms)
     nice_limit: int = 10_000  # clamp Nice to [-limit, limit]
     nice_quantum: int = 1  # round Nice to multiples (fewer distinct updates -> batched calls)
+    # Multiply the policy's Nice so its order outweighs multifactor's other terms: about
+    # (sum of PriorityWeight*) / 10, since policies step Nice by 10 per level.
+    nice_scale: int = 1
     gpu_types: tuple[str, ...] | None = None  # manage only these GPU types (None = all seen)
     update_workers: int = 1  # concurrent scontrol updates (backend must be thread-safe if > 1)
     batch_updates: bool = False  # one update_job("1,2,3", u) per identical update (see act.py)
@@ -270,7 +273,7 @@ def run_cycle(
     skipped: list[tuple[str, str]] = []
     planned = plan_updates(decisions, jobs, nodes=nodes, owned=owned, skipped=skipped,
                            nice_min_delta=config.nice_min_delta, nice_limit=config.nice_limit,
-                           nice_quantum=config.nice_quantum)
+                           nice_quantum=config.nice_quantum, nice_scale=config.nice_scale)
     by_id = {p.job_id: p for p in state.pending}
     result = CycleResult(
         decisions=decisions, applied=[], skipped=skipped, errors=[], started=started,

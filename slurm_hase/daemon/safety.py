@@ -103,6 +103,7 @@ def plan_updates(
     nice_min_delta: int = 1,
     nice_limit: int = 10_000,
     nice_quantum: int = 1,
+    nice_scale: int = 1,
 ) -> list[tuple[str, JobUpdate]]:
     """Safe, non-empty updates for `decisions`, in decision order.
 
@@ -129,8 +130,8 @@ def plan_updates(
             notes.append((dec.job_id, f"not pending ({job.state.value}{', held' if job.held else ''})"))
             continue
         rec = owned.get(job.job_id) if owned is not None else None
-        nice = _plan_nice(dec, job, rec, owned_known, nice_min_delta, nice_limit, nice_quantum,
-                          notes)
+        nice = _plan_nice(dec, job, rec, owned_known, nice_min_delta, nice_limit * nice_scale,
+                          nice_quantum, notes, nice_scale)
         feats = _plan_features(dec, job, rec, owned_known, cap, known, notes)
         update = JobUpdate(nice=nice, features=feats)
         if not update.is_empty():
@@ -140,11 +141,11 @@ def plan_updates(
 
 def _plan_nice(dec: Decision, job: Job, rec: OwnedAttrs | None, owned_known: bool,
                min_delta: int, limit: int, quantum: int,
-               notes: list[tuple[str, str]]) -> int | None:
+               notes: list[tuple[str, str]], scale: int = 1) -> int | None:
     if dec.nice is None:
         return None
     q = max(quantum, 1)
-    target = max(-limit, min(limit, int(round(dec.nice / q)) * q))
+    target = max(-limit, min(limit, int(round(dec.nice * scale / q)) * q))
     if target == job.nice or abs(target - job.nice) < max(min_delta, 1):
         return None
     if not _nice_ours(job, rec, owned_known):

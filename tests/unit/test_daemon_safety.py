@@ -108,3 +108,11 @@ def test_nice_quantum_rounds() -> None:
     out = plan_updates([Decision("1", nice=137), Decision("2", nice=20)], [job("1"), job("2")],
                        nodes=NODES, nice_quantum=50)
     assert out == [("1", JobUpdate(nice=150))]  # 20 rounds to 0 = unchanged
+
+
+def test_nice_scale_multiplies_and_widens_the_limit() -> None:
+    # PriorityWeightAge=1000 + PriorityWeightFairshare=10000 (the local cluster) -> scale 1100:
+    # one policy level (Nice 10) then outweighs every other multifactor term.
+    out = plan_updates([Decision("1", nice=10), Decision("2", nice=10_000)], [job("1"), job("2")],
+                       nodes=NODES, nice_scale=1100)
+    assert out == [("1", JobUpdate(nice=11_000)), ("2", JobUpdate(nice=11_000_000))]
