@@ -62,9 +62,9 @@ class Demo:
         ids = []
         for account, name, args, desc in WORKLOAD:
             script = self.workdir / f"{name}.sh"
-            script.write_text(f"#!/bin/bash\n#SBATCH -J {name} -A {account} -t 10\n"
+            script.write_text(f"#!/bin/bash\n#SBATCH -J {name} -A {account} -t 60\n"
                               f"#HASE {desc}\nsleep 8\n")
-            res = self.run([_bin("hsbatch"), "--parsable", "--hold", "-o", "/dev/null",
+            res = self.run([_bin("hsbatch"), "--parsable", "--begin=now+1hour", "-o", "/dev/null",
                             *args, str(script)], show=False)
             res.check()
             ids.append(res.stdout.strip().split(";")[0])
@@ -86,20 +86,20 @@ def main() -> int:
     demo = Demo(workdir)
     config = workdir / "schedd.toml"
     config.write_text(f'[schedd]\nstate_db = "{workdir}/schedd.db"\nlog_format = "text"\n'
-                      '[policy]\nname = "fair"\n[policy.knobs]\ntheta = 0.2\n')
+                      'nice_scale = 1100\n[policy]\nname = "fair"\n[policy.knobs]\ntheta = 0.2\n')
     try:
         demo.step("1. The cluster: 3 GPU types, MPS on every node")
         demo.run(["sinfo", "-o", "%P %N %G %f %T"]).check()
         demo.step("2. What the predictor says for one job on each GPU type")
         demo.run([_bin("hase"), "model", "predict", "--model", "resnet50", "--batch-size", "64",
                   "--iterations", "3000", "--gpu", "a100", "--gpu", "v100", "--gpu", "t4"])
-        demo.step("3. Two accounts submit with hsbatch (held, so the daemon decides first)")
+        demo.step("3. Two accounts submit with hsbatch (begin in 1 h, so the daemon decides first)")
         ids = demo.submit()
         demo.step("4. One daemon cycle with policy 'fair': GPU-type constraints and Nice")
         demo.run([_bin("hase"), "schedd", "run", "--once", "--config", str(config)])
         demo.run(["squeue", "-j", ",".join(ids), "-o", "%.6i %.14j %.6a %.10f %.6y %.10b %.8T"])
-        demo.step("5. Release; Slurm starts the jobs where the constraints allow")
-        demo.run(["scontrol", "release", ",".join(ids)]).check()
+        demo.step("5. Let them start now; Slurm places them where the constraints allow")
+        demo.run(["scontrol", "update", f"jobid={','.join(ids)}", "StartTime=now"]).check()
         demo.wait_done(ids)
         demo.run(["sacct", "-X", "-j", ",".join(ids), "-o",
                   "JobID,JobName%14,Account,State,AllocTRES%50,NodeList"])
