@@ -11,6 +11,12 @@ every job is submitted held and cancelled at the end. Prints a table and one JSO
 Besides wall time it reports CPU ms per call (user+sys of the child and its children), which a
 busy host does not inflate the way it inflates wall time, and ``python`` = the bare interpreter
 of this venv (``python -c pass``): the floor any Python wrapper pays.
+
+The children run with this environment as it is. With ``PYTHONDONTWRITEBYTECODE=1`` and no
+``__pycache__`` in the tree (a source checkout), every hsbatch run compiles each slurm_hase
+module it imports from source; an installed package has its bytecode. ``--bytecode`` lets the
+children cache bytecode in a temporary ``PYTHONPYCACHEPREFIX`` (the tree is not touched; the
+dropped first round fills it), i.e. measures hsbatch as installed. The header says which.
 """
 
 from __future__ import annotations
@@ -67,9 +73,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", type=int, default=30, help="runs per tool and shape")
     ap.add_argument("--shapes", default=",".join(SHAPES), help="comma list of " + ",".join(SHAPES))
+    ap.add_argument("--bytecode", action="store_true",
+                    help="let the children cache bytecode (temporary PYTHONPYCACHEPREFIX)")
     args = ap.parse_args()
     conf = slurm_conf()
-    runner = SubprocessRunner({"SLURM_CONF": conf} if conf else {})
+    overlay = {"SLURM_CONF": conf} if conf else {}
+    runner = SubprocessRunner(overlay)
     probe = runner.run(["sinfo", "-h", "-o", "%P"], timeout_s=10)
     if conf is None or probe.returncode != 0:
         print(f"SKIP: no local Slurm cluster answers (SLURM_CONF={conf}); run `hase cluster up`")
@@ -79,6 +88,9 @@ def main() -> int:
     cpu: dict[str, dict[str, list[float]]] = {}
     job_ids: list[str] = []
     with tempfile.TemporaryDirectory(prefix="hsbatch-bench") as tmp:
+        if args.bytecode:
+            runner = SubprocessRunner({**overlay, "PYTHONDONTWRITEBYTECODE": "",
+                                       "PYTHONPYCACHEPREFIX": str(Path(tmp) / "pycache")})
         try:
             for shape in args.shapes.split(","):
                 script = Path(tmp) / f"{shape}.sh"
@@ -104,7 +116,7 @@ def main() -> int:
         finally:
             for k in range(0, len(job_ids), 200):
                 runner.run(["scancel", *job_ids[k:k + 200]], timeout_s=60)
-    return report(results, cpu, args.n)
+    return report(results, cpu, args.n, bytecode_mode(args.bytecode))
 
 
 def _timed(runner: SubprocessRunner, argv: list[str], cwd: str) -> tuple[CommandResult, float, float]:
@@ -118,10 +130,19 @@ def _timed(runner: SubprocessRunner, argv: list[str], cwd: str) -> tuple[Command
     return r, dt, dc
 
 
+def bytecode_mode(cached: bool) -> str:
+    """How the children get slurm_hase's bytecode."""
+    if cached:
+        return "cached (--bytecode)"
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return "compiled from source every run (PYTHONDONTWRITEBYTECODE is set)"
+    return "as the tree has it (__pycache__ written when possible)"
+
+
 def report(results: dict[str, dict[str, list[float]]], cpu: dict[str, dict[str, list[float]]],
-           n: int) -> int:
+           n: int, bytecode: str) -> int:
     ok = True
-    print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; bytecode: {bytecode}")
     print(f"{'shape':<10} {'tool':<8} {'p50 ms':>8} {'p90 ms':>8} {'cpu p50':>8}   (n={n} each, same run)")
     summary: dict[str, dict[str, float]] = {}
     for shape, times in results.items():
@@ -139,7 +160,7 @@ def report(results: dict[str, dict[str, list[float]]], cpu: dict[str, dict[str, 
                           "diff_p90": diff90, "python_p50": statistics.median(times["python"]),
                           "cpu_diff_p50": statistics.median(cpu[shape]["hsbatch"])
                           - statistics.median(cpu[shape]["sbatch"])}
-    print(json.dumps({"bench": "hsbatch", "n": n, "ok": ok, "shapes": summary}))
+    print(json.dumps({"bench": "hsbatch", "n": n, "ok": ok, "bytecode": bytecode, "shapes": summary}))
     return 0 if ok else 1
 
 

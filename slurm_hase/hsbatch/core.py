@@ -8,7 +8,6 @@ exactly as sbatch would submit it, with one warning line on stderr.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
 from slurm_hase.errors import DescriptorError, SlurmCommandError, SlurmError
@@ -16,6 +15,7 @@ from slurm_hase.hsbatch.sbatch_opts import HASE_PREFIX, Scan, scan
 from slurm_hase.hsbatch.script import Header, parse_header, read_script
 
 if TYPE_CHECKING:  # the rest loads only when a job carries a description (startup time)
+    from slurm_hase.hsbatch.cluster import Summary
     from slurm_hase.hsbatch.plan import PredictFn, TypeRow
     from slurm_hase.hsbatch.request import Request
     from slurm_hase.predict.descriptor import WorkloadDescriptor
@@ -40,15 +40,17 @@ class UsageError(DescriptorError):
     """A bad ``--hase-*`` option (exit 2, nothing submitted)."""
 
 
-@dataclass
 class HaseOptions:
     """hsbatch's own options, taken out of the command line."""
 
-    explain: bool = False
-    no_constraint: bool = False
-    descriptor_file: str | None = None
-    predictor: str | None = None
-    pairs: list[tuple[str, str]] = field(default_factory=list)
+    __slots__ = ("explain", "no_constraint", "descriptor_file", "predictor", "pairs")
+
+    def __init__(self) -> None:
+        self.explain = False
+        self.no_constraint = False
+        self.descriptor_file: str | None = None
+        self.predictor: str | None = None
+        self.pairs: list[tuple[str, str]] = []
 
 
 def split_argv(argv: Sequence[str]) -> tuple[list[str], HaseOptions, Scan]:
@@ -83,24 +85,35 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], HaseOptions, Scan]:
     return rest, opts, scan(rest) if drop else first
 
 
-@dataclass
 class Io:
     """Where hsbatch reads stdin and writes output (real streams in the CLI, fakes in tests)."""
 
-    read_stdin: Callable[[], str]
-    out: TextIO
-    err: TextIO
-    env: Mapping[str, str]
+    __slots__ = ("read_stdin", "out", "err", "env")
+
+    def __init__(self, read_stdin: Callable[[], str], out: TextIO, err: TextIO,
+                 env: Mapping[str, str]) -> None:
+        self.read_stdin = read_stdin
+        self.out = out
+        self.err = err
+        self.env = env
 
 
-@dataclass
 class Deps:
-    """Replaceable collaborators: the runner, how to read the cluster, how to predict."""
+    """Replaceable collaborators: the runner, how to read the cluster, how to predict, and
+    whether to use the per-user cluster cache (see :mod:`slurm_hase.hsbatch.cluster`)."""
 
-    runner: Runner
-    sbatch: str = "sbatch"
-    cluster: Callable[[Runner], tuple[list[Node], list[Partition]]] | None = None
-    predictor: Callable[[str | None], PredictFn] | None = None
+    __slots__ = ("runner", "sbatch", "cluster", "predictor", "cache")
+
+    def __init__(
+        self, runner: Runner, sbatch: str = "sbatch",
+        cluster: Callable[[Runner], tuple[Sequence[Node], Sequence[Partition]]] | None = None,
+        predictor: Callable[[str | None], PredictFn] | None = None, cache: bool = False,
+    ) -> None:
+        self.runner = runner
+        self.sbatch = sbatch
+        self.cluster = cluster
+        self.predictor = predictor
+        self.cache = cache
 
 
 def run(argv: Sequence[str], io: Io, deps: Deps) -> int:
@@ -177,7 +190,6 @@ def _additions(
     """Arguments to put before the user's; [] on any failure (with one warning line)."""
     from slurm_hase.hsbatch import plan
     from slurm_hase.hsbatch.request import build_request
-    from slurm_hase.hsbatch.text import explain_table
 
     req = build_request(sc, io.env, header.directives)
     test_only = sc.has("test-only")
@@ -203,6 +215,8 @@ def _additions(
     if constraint:
         extra.append(f"--constraint={constraint}")
     if hopts.explain:
+        from slurm_hase.hsbatch.text import explain_table
+
         io.err.write(explain_table(rows, comment if not test_only and req.comment is None else None,
                                    constraint, notes))
     return extra
@@ -213,13 +227,9 @@ def _judge(
 ) -> tuple[list[TypeRow], list[str]]:
     from slurm_hase.hsbatch import plan
 
-    nodes, parts = (deps.cluster or _read_cluster)(deps.runner)
-    notes: list[str] = []
-    in_part = plan.partition_nodes(nodes, req.partitions, parts)
-    if in_part is None:
-        notes.append("default partition unknown; showing every GPU type")
-        in_part = nodes
-    types = plan.gpu_types([n for n in in_part if n.usable] or in_part)
+    summary = _summary(deps, env)
+    types, note = summary.types_for(req.partitions)
+    notes = [note] if note else []
     predictions = None
     if plan.needs_predictions(req, desc, hopts.explain):
         path = hopts.predictor or env.get("HASE_PREDICTOR") or None
@@ -229,10 +239,29 @@ def _judge(
 
     info = lookup_model(desc.model) if desc.model else None
     params = desc.params_m if desc.params_m is not None else (info.params_m if info else None)
-    memory_of = _memory_gb if params is not None or hopts.explain else _unknown
+    memory_of = summary.memory_gb.get if params is not None or hopts.explain else _unknown
     rows = plan.judge_types(types, desc, memory_of=memory_of, params_m=params,
                             time_limit_s=req.time_limit_s, predictions=predictions)
     return rows, notes
+
+
+def _summary(deps: Deps, env: Mapping[str, str]) -> Summary:
+    """The cluster summary: from the per-user cache when fresh, else from Slurm (then cached)."""
+    from slurm_hase.hsbatch import cluster
+
+    where = cluster.cache_dir(env) if deps.cache else None
+    if where is not None:
+        import time
+
+        key, now = cluster.cache_key(env), time.time()
+        hit = cluster.load(where, key, now)
+        if hit is not None:
+            return hit
+    nodes, parts = (deps.cluster or _read_cluster)(deps.runner)
+    summary = cluster.summarize(nodes, parts, _memory_gb)
+    if where is not None:
+        cluster.store(where, key, summary, now)
+    return summary
 
 
 def _read_cluster(runner: Runner) -> tuple[list[Node], list[Partition]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from slurm_hase.errors import DescriptorError
 from slurm_hase.hsbatch.script import HaseLine
@@ -16,8 +16,7 @@ from slurm_hase.predict.descriptor import KEYS, WorkloadDescriptor, canonical_ke
 MAX_DESCRIPTOR_FILE_BYTES = 64 * 1024
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One key's value and where it was given."""
 
     key: str  # as the user typed it

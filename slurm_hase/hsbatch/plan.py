@@ -9,18 +9,18 @@ fit its memory, or the median predicted runtime exceeds the job's time limit.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
 
-from slurm_hase.hsbatch.request import Request
-from slurm_hase.predict.descriptor import WorkloadDescriptor
-from slurm_hase.slurm.types import Node, Partition
+if TYPE_CHECKING:
+    from slurm_hase.hsbatch.request import Request
+    from slurm_hase.predict.descriptor import WorkloadDescriptor
 
-PredictFn = Callable[[WorkloadDescriptor, Sequence[str]], Mapping[str, object]]
+    PredictFn = Callable[[WorkloadDescriptor, Sequence[str]], Mapping[str, object]]
+
 BYTES_PER_PARAM = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "int8": 1.0}
 
 
-@dataclass(frozen=True)
-class TypeRow:
+class TypeRow(NamedTuple):
     """One GPU type of the job's partitions, as hsbatch judged it."""
 
     gpu_type: str
@@ -39,40 +39,6 @@ class TypeRow:
         return self.fits_memory is not False and self.finishes is not False
 
 
-@dataclass
-class Plan:
-    """Arguments to put in front of the user's, warnings, and the per-type table."""
-
-    extra_args: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    rows: list[TypeRow] = field(default_factory=list)
-    constraint: str | None = None
-    comment: str | None = None
-
-
-def partition_nodes(
-    nodes: Sequence[Node], wanted: Sequence[str], partitions: Sequence[Partition] | None
-) -> list[Node] | None:
-    """Nodes of the job's partitions (the default one if none named); None if unknowable."""
-    names = list(wanted)
-    if not names:
-        default = [p.name for p in partitions or () if p.default]
-        if not default:
-            return None
-        names = default
-    return [n for n in nodes if set(n.partitions) & set(names)]
-
-
-def gpu_types(nodes: Sequence[Node]) -> dict[str, list[Node]]:
-    """GPU type -> nodes that have it (untyped GPUs, "", are left out)."""
-    out: dict[str, list[Node]] = {}
-    for n in nodes:
-        for t, count in n.gpus.items():
-            if t and count > 0:
-                out.setdefault(t, []).append(n)
-    return dict(sorted(out.items()))
-
-
 def min_memory_gb(desc: WorkloadDescriptor, params_m: float | None) -> float | None:
     """A lower bound of GPU memory per GPU: weights (+ gradients when training), spread over
     the job's GPUs; None when the parameter count is unknown."""
@@ -84,7 +50,7 @@ def min_memory_gb(desc: WorkloadDescriptor, params_m: float | None) -> float | N
 
 
 def judge_types(
-    types: Mapping[str, Sequence[Node]],
+    types: Mapping[str, tuple[int, bool]],
     desc: WorkloadDescriptor,
     *,
     memory_of: Callable[[str], float | None],
@@ -92,16 +58,17 @@ def judge_types(
     time_limit_s: int | None,
     predictions: Mapping[str, object] | None,
 ) -> list[TypeRow]:
-    """A row per GPU type: memory fit, predicted runtime, and whether nodes carry the feature."""
+    """A row per GPU type (``types``: type -> (GPU count, all its nodes carry the feature)):
+    memory fit, predicted runtime, and whether nodes carry the feature."""
     need = min_memory_gb(desc, params_m)
     rows: list[TypeRow] = []
-    for t, nodes in types.items():
+    for t, (gpus, has_feature) in types.items():
         mem = memory_of(t)
         pred = (predictions or {}).get(t)
         r50 = getattr(pred, "runtime_p50_s", None)
         rows.append(TypeRow(
             gpu_type=t,
-            gpus=sum(n.gpus.get(t, 0) for n in nodes),
+            gpus=gpus,
             memory_gb=mem,
             runtime_p50_s=r50,
             runtime_p90_s=getattr(pred, "runtime_p90_s", None),
@@ -109,7 +76,7 @@ def judge_types(
             iter_p90_s=getattr(pred, "iter_time_p90", None),
             fits_memory=None if need is None or mem is None else need <= mem,
             finishes=None if time_limit_s is None or r50 is None else r50 <= time_limit_s,
-            has_feature=all(t in n.features for n in nodes),
+            has_feature=has_feature,
         ))
     return rows
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from slurm_hase.hsbatch.sbatch_opts import Scan, scan
 
@@ -25,8 +25,7 @@ ENV_NAMES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     """The parts of a job request hsbatch looks at."""
 
     gpu_untyped: bool = False  # asks for GPUs (or MPS) without a type

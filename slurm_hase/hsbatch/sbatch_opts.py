@@ -10,7 +10,7 @@ names from 23.x/24.x are added so their values are not mistaken for the script.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 REQUIRED = "required"
 OPTIONAL = "optional"
@@ -61,8 +61,7 @@ HASE_PREFIX = "hase-"
 HET_SEPARATOR = ":"
 
 
-@dataclass(frozen=True)
-class Opt:
+class Opt(NamedTuple):
     """One option occurrence: canonical long name (or the name as typed if unknown)."""
 
     name: str
@@ -72,13 +71,15 @@ class Opt:
     known: bool = True
 
 
-@dataclass
 class Scan:
     """An sbatch command line split into options, the script and the script's arguments."""
 
-    opts: list[Opt] = field(default_factory=list)
-    script_index: int | None = None  # argv index of the script; None: no script (stdin/--wrap)
-    het: bool = False  # ':' separators: a heterogeneous job
+    __slots__ = ("opts", "script_index", "het")
+
+    def __init__(self) -> None:
+        self.opts: list[Opt] = []
+        self.script_index: int | None = None  # argv index of the script; None: stdin/--wrap
+        self.het = False  # ':' separators: a heterogeneous job
 
     def has(self, *names: str) -> bool:
         return any(o.name in names for o in self.opts)

@@ -7,7 +7,7 @@ lines after it are reported (hsbatch warns), not used.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from slurm_hase.errors import DescriptorError
 
@@ -18,8 +18,7 @@ HASE_MAGIC = "#HASE"
 HET_WORDS = ("hetjob", "packjob")
 
 
-@dataclass(frozen=True)
-class HaseLine:
+class HaseLine(NamedTuple):
     """One ``key=value`` pair from a ``#HASE`` line."""
 
     lineno: int
@@ -28,14 +27,16 @@ class HaseLine:
     text: str  # the whole line, for messages
 
 
-@dataclass
 class Header:
     """What a script's header says."""
 
-    directives: list[list[str]] = field(default_factory=list)  # #SBATCH words, per line
-    hase: list[HaseLine] = field(default_factory=list)
-    late_hase: list[int] = field(default_factory=list)  # line numbers of ignored #HASE lines
-    het: bool = False
+    __slots__ = ("directives", "hase", "late_hase", "het")
+
+    def __init__(self) -> None:
+        self.directives: list[list[str]] = []  # #SBATCH words, per line
+        self.hase: list[HaseLine] = []
+        self.late_hase: list[int] = []  # line numbers of ignored #HASE lines
+        self.het = False
 
 
 def _magic(line: str, magic: str) -> str | None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from slurm_hase.hsbatch.plan import TypeRow
+if TYPE_CHECKING:
+    from slurm_hase.hsbatch.plan import TypeRow
 
 HELP = """\
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slurm_hase.hsbatch import plan
+from slurm_hase.hsbatch.cluster import summarize
 from slurm_hase.hsbatch.request import (
     build_request,
     classify_gpus,
@@ -66,10 +67,13 @@ NODES = [Node("a", "IDLE", features=("a100",), partitions=("gpu",), gpus={"a100"
          Node("t", "IDLE", features=("t4",), partitions=("gpu", "dbg"), gpus={"t4": 4}),
          Node("c", "IDLE", partitions=("gpu",))]
 MEM = {"a100": 80.0, "t4": 16.0}
+PARTS = [Partition("gpu", default=True), Partition("dbg")]
 
 
 def rows(desc: WorkloadDescriptor, nodes: list[Node] = NODES) -> list[plan.TypeRow]:
-    return plan.judge_types(plan.gpu_types(nodes), desc, memory_of=MEM.get,
+    types, note = summarize(nodes, PARTS, MEM.get).types_for(())
+    assert note is None
+    return plan.judge_types(types, desc, memory_of=MEM.get,
                             params_m=desc.params_m, time_limit_s=None, predictions=None)
 
 
@@ -95,8 +99,23 @@ def test_no_features_no_constraint() -> None:
     assert constraint is None and reason is not None and "features" in reason
 
 
-def test_partition_nodes() -> None:
-    parts = [Partition("gpu", default=True), Partition("dbg")]
-    assert [n.name for n in plan.partition_nodes(NODES, (), parts) or []] == ["a", "t", "c"]
-    assert [n.name for n in plan.partition_nodes(NODES, ("dbg",), parts) or []] == ["t"]
-    assert plan.partition_nodes(NODES, (), [Partition("gpu")]) is None
+def test_partition_types() -> None:
+    summary = summarize(NODES, PARTS, MEM.get)
+    assert summary.types_for(()) == ({"a100": (4, True), "t4": (4, True)}, None)
+    assert summary.types_for(("dbg",)) == ({"t4": (4, True)}, None)
+    assert summary.types_for(("nope",)) == ({}, None)
+    types, note = summarize(NODES, [Partition("gpu")], MEM.get).types_for(())
+    assert list(types) == ["a100", "t4"] and note is not None and "default partition" in note
+
+
+def test_usable_nodes_first_and_counts_summed() -> None:
+    nodes = [Node(f"a{i}", "IDLE", features=("a100",), partitions=("gpu",), gpus={"a100": 4})
+             for i in range(3)]
+    nodes += [Node("v1", "DOWN", features=("v100",), partitions=("gpu",), gpus={"v100": 2}),
+              Node("v2", "IDLE", state_flags=("DRAIN",), partitions=("dbg",), gpus={"v100": 2}),
+              Node("a9", "IDLE", partitions=("gpu",), gpus={"a100": 1, "": 2})]
+    summary = summarize(nodes, PARTS, MEM.get)
+    assert len(summary.groups) == 4  # the three a100 nodes are one group
+    assert summary.types_for(()) == ({"a100": (13, False)}, None)  # a9 lacks the feature
+    assert summary.types_for(("dbg",)) == ({"v100": (2, False)}, None)  # none usable: all of dbg
+    assert summary.memory_gb == {"a100": 80.0, "v100": None}
