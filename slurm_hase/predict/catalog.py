@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import difflib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -68,6 +66,8 @@ def catalog() -> dict[str, GpuSpec]:
     except OSError as exc:  # pragma: no cover - broken install
         raise PredictorError(f"GPU catalog missing from the package: {exc}") from None
     out: dict[str, GpuSpec] = {}
+    import csv  # lazy: hsbatch start-up
+
     for row in csv.DictReader(text.splitlines()):
         out[row["key"]] = GpuSpec(
             key=row["key"],
@@ -112,6 +112,8 @@ def close_matches(name: str, n: int = 4) -> list[str]:
     """Catalog keys whose spellings look like ``name``."""
     index = _alias_index()
     norm = normalize(name)
+    import difflib  # lazy: only for error messages
+
     hits = difflib.get_close_matches(norm, list(index), n=3 * n, cutoff=0.5)
     keys: list[str] = []
     for h in hits:

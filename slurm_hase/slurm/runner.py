@@ -5,15 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from slurm_hase.errors import SlurmCommandError, SlurmTimeoutError
 
 
-@dataclass(frozen=True)
-class CommandResult:
-    """Outcome of one command."""
+class CommandResult(NamedTuple):
+    """Outcome of one command (a NamedTuple: cheap to define, which hsbatch's start-up needs)."""
 
     argv: tuple[str, ...]
     returncode: int
