@@ -40,3 +40,18 @@ def test_slurmctld_restart_comes_back(local_cluster: LocalCluster) -> None:
     while time.monotonic() < deadline and not local_cluster.status().ready:
         time.sleep(0.5)
     assert local_cluster.status().ready
+
+
+def test_down_stops_exactly_our_processes_and_up_restores(local_cluster: LocalCluster) -> None:
+    from slurm_hase.slurm.localcluster.services import process_alive, stray_stepds
+
+    entries = local_cluster.table.load()
+    ours = {name: (int(str(e["pid"])), str(e["binary"])) for name, e in entries.items()}
+    assert len(ours) == 10  # munged, mariadb, slurmdbd, slurmctld, 6 x slurmd
+    stopped = local_cluster.down()
+    assert sorted(stopped) == sorted(ours)
+    assert not [n for n, (pid, binary) in ours.items() if process_alive(pid, binary)]
+    assert stray_stepds(local_cluster.paths.slurm_conf) == []
+    started = time.monotonic()
+    assert local_cluster.up().ready
+    assert time.monotonic() - started < 90
