@@ -1,0 +1,97 @@
+"""`hase simulate`: replay a real trace through a policy on a simulated Slurm (thin click layer)."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import click
+
+from slurm_hase.errors import ConfigError
+
+
+def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise ConfigError(f"--knob {pair!r}: expected NAME=NUMBER") from None
+    return out
+
+
+@click.command(name="simulate")
+@click.option("--trace", required=True, help="Trace file, or philly / gavel / alibaba (../shared/data).")
+@click.option("--trace-kind", type=click.Choice(["auto", "philly", "gavel", "alibaba"]), default="auto")
+@click.option("--cluster", "cluster_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Cluster spec TOML ([[nodes]] ...).")
+@click.option("--gpus", "gpus", default="k80=32,p100=32,v100=32", show_default=True,
+              help="Without --cluster: GPUs per type, 4 per node.")
+@click.option("--policy", default="fifo", show_default=True, help="fifo, hase, fair, gavel.")
+@click.option("--knob", "knob", multiple=True, help="Policy knob NAME=VALUE (e.g. theta=0.2).")
+@click.option("--predictor", type=click.Choice(["oracle", "model"]), default="oracle", show_default=True)
+@click.option("--interval", type=float, default=60.0, show_default=True, help="Daemon cycle (simulated s).")
+@click.option("--start", type=int, default=0, help="First trace job to use.")
+@click.option("--jobs", "count", type=int, default=None, help="Number of trace jobs to use.")
+@click.option("--tile", "tile_to", type=int, default=None, help="Repeat the trace up to N jobs.")
+@click.option("--load", type=float, default=None, help="Rescale arrivals to this offered load.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("sim-out"),
+              show_default=True)
+@click.option("--plots/--no-plots", default=True, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png", show_default=True)
+def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str, policy: str,
+             knob: tuple[str, ...], predictor: str, interval: float, start: int,
+             count: int | None, tile_to: int | None, load: float | None, seed: int,
+             data_dir: Path | None, out: Path, plots: bool, fmt: str) -> None:
+    """Replay a real trace through POLICY on a simulated Slurm and write metrics and plots."""
+    from slurm_hase.sim.cluster import load_cluster, uniform_cluster
+    from slurm_hase.sim.engine import SimConfig
+    from slurm_hase.sim.report import (
+        DEFAULT_DATA,
+        TraceSetup,
+        prepare_trace,
+        resolve_trace,
+        throughput_table,
+        write_outputs,
+    )
+
+    data = data_dir or DEFAULT_DATA
+    if cluster_path is not None:
+        spec = load_cluster(cluster_path)
+    else:
+        try:
+            by_type = {k.strip(): int(v) for k, v in (p.split("=") for p in gpus.split(","))}
+        except ValueError:
+            raise ConfigError(f"--gpus {gpus!r}: expected TYPE=N,TYPE=N") from None
+        spec = uniform_cluster(by_type)
+    table = throughput_table(data)
+    setup = TraceSetup(resolve_trace(trace, data), trace_kind, start, count, tile_to, load, seed)
+    jobs = prepare_trace(setup, table, spec)
+    config = SimConfig(policy=policy, knobs=_knobs(knob), interval_s=interval, predictor=predictor)
+    click.echo(f"simulating {len(jobs)} jobs on {spec.total_gpus} GPUs {spec.gpus_by_type} "
+               f"with {policy}", err=True)
+    with click.progressbar(length=len(jobs), label="jobs finished", file=sys.stderr) as bar:
+        from slurm_hase.sim.engine import simulate as run_sim
+        from slurm_hase.sim.metrics import compute
+
+        result = run_sim(jobs, spec, table, config, progress=bar.update)
+        metrics = compute(result)
+    meta = {"trace": str(setup.path), **{k: v for k, v in dataclasses.asdict(setup).items() if k != "path"},
+            "policy": policy, "knobs": config.knobs, "predictor": predictor, "interval_s": interval,
+            "gpus_by_type": spec.gpus_by_type}
+    for path in write_outputs(out, policy, result, metrics, meta):
+        click.echo(str(path))
+    if plots:
+        from slurm_hase.sim.plots import plot_runs
+
+        for path in plot_runs({policy: result}, out, fmt):
+            click.echo(str(path))
+    click.echo(f"avg JCT {metrics.get('avg_jct_s', 0) / 3600:.2f} h, p99 JCT "
+               f"{metrics.get('p99_jct_s', 0) / 3600:.2f} h, p99 rho {metrics.get('rho_p99', 0):.2f}, "
+               f"Jain {metrics.get('jain_accounts', 0):.3f}, wall {result.wall_s:.1f} s")

@@ -1,0 +1,174 @@
+"""Simulated cluster spec: the TOML shape of `hase cluster up`, plus `count = N` node groups.
+
+    [[nodes]]
+    name = "a100-[1-2]"      # or: count = 500 (names become <gpu_type>-<i>)
+    gpu_type = "a100"        # resolved through the GPU catalog (close matches on a typo)
+    gpus = 4
+    features = ["a100", "ampere"]   # the canonical type is always added
+    mps = 100                # MPS units per GPU (default 100)
+
+    [[partitions]]           # optional; default: one partition "gpu" with every node
+    name = "gpu"
+    nodes = ["a100-[1-2]"]
+
+    [[accounts]]             # optional; sacctmgr-like shares (default 1.0 each)
+    name = "vc-6214e9"
+    shares = 2
+
+    [billing]                # optional TRESBillingWeights per GPU type (slurm-billing baseline)
+    a100 = 4.0
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from slurm_hase.errors import ConfigError, UnknownGpuError
+from slurm_hase.predict.catalog import resolve_gpu
+
+_RANGE = re.compile(r"^(?P<pre>[^\[\]]*)\[(?P<body>[0-9,\-]+)\](?P<post>[^\[\]]*)$")
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One simulated node."""
+
+    name: str
+    gpu_type: str
+    gpus: int
+    features: tuple[str, ...]
+    partitions: tuple[str, ...]
+    mps: int = 100
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Nodes, account shares and per-type billing weights."""
+
+    nodes: tuple[NodeSpec, ...]
+    shares: Mapping[str, float] = field(default_factory=dict)
+    billing: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def gpus_by_type(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for n in self.nodes:
+            out[n.gpu_type] = out.get(n.gpu_type, 0) + n.gpus
+        return dict(sorted(out.items()))
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.gpus for n in self.nodes)
+
+
+def expand_names(expr: str) -> list[str]:
+    """Slurm hostlist for one bracket: "a100-[1-3,7]" -> a100-1, a100-2, a100-3, a100-7."""
+    m = _RANGE.match(expr.strip())
+    if not m:
+        if "[" in expr or "]" in expr:
+            raise ConfigError(f"bad node name expression {expr!r}")
+        return [expr.strip()]
+    out = []
+    for part in m["body"].split(","):
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise ConfigError(f"bad node range {part!r} in {expr!r}")
+        width = len(lo) if lo.startswith("0") else 0
+        for i in range(int(lo), int(hi or lo) + 1):
+            out.append(f"{m['pre']}{str(i).zfill(width)}{m['post']}")
+    return out
+
+
+def canonical_type(name: str, where: str) -> str:
+    """The catalog key of a GPU name; ConfigError naming `where` and close matches."""
+    try:
+        return resolve_gpu(name).key
+    except UnknownGpuError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def uniform_cluster(gpus_by_type: Mapping[str, int], gpus_per_node: int = 4,
+                    shares: Mapping[str, float] | None = None,
+                    billing: Mapping[str, float] | None = None) -> ClusterSpec:
+    """A cluster with `gpus_by_type[t]` GPUs of each type, `gpus_per_node` per node."""
+    nodes: list[NodeSpec] = []
+    for raw, total in gpus_by_type.items():
+        t = canonical_type(raw, f"gpu type {raw!r}")
+        full, rest = divmod(int(total), gpus_per_node)
+        sizes = [gpus_per_node] * full + ([rest] if rest else [])
+        for i, g in enumerate(sizes, start=1):
+            nodes.append(NodeSpec(f"{t}-{i}", t, g, (t,), ("gpu",)))
+    return ClusterSpec(tuple(nodes), dict(shares or {}), dict(billing or {}))
+
+
+def parse_cluster(data: Mapping[str, Any], where: str = "cluster") -> ClusterSpec:
+    """Build a ClusterSpec from parsed TOML; ConfigError names the bad field."""
+    groups = data.get("nodes")
+    if not isinstance(groups, list) or not groups:
+        raise ConfigError(f"{where}: needs at least one [[nodes]] table")
+    part_of: dict[str, list[str]] = {}
+    for i, p in enumerate(data.get("partitions", []) or []):
+        if not isinstance(p, dict) or not isinstance(p.get("name"), str):
+            raise ConfigError(f"{where}: partitions[{i}].name missing")
+        for expr in p.get("nodes", []):
+            for name in expand_names(str(expr)):
+                part_of.setdefault(name, []).append(p["name"])
+    nodes: list[NodeSpec] = []
+    seen: set[str] = set()
+    for i, g in enumerate(groups):
+        here = f"{where}: nodes[{i}]"
+        if not isinstance(g, dict):
+            raise ConfigError(f"{here}: not a table")
+        gtype = canonical_type(str(g.get("gpu_type", "")), f"{here}.gpu_type")
+        gpus = g.get("gpus", 0)
+        mps = g.get("mps", 100)
+        if not isinstance(gpus, int) or gpus <= 0:
+            raise ConfigError(f"{here}.gpus: must be a positive integer")
+        if not isinstance(mps, int) or mps <= 0:
+            raise ConfigError(f"{here}.mps: must be a positive integer")
+        if "count" in g:
+            count = g["count"]
+            if not isinstance(count, int) or count <= 0:
+                raise ConfigError(f"{here}.count: must be a positive integer")
+            prefix = str(g.get("name", gtype)).split("[")[0].rstrip("-")
+            names = [f"{prefix}-{k}" for k in range(1, count + 1)]
+        elif isinstance(g.get("name"), str):
+            names = expand_names(g["name"])
+        else:
+            raise ConfigError(f"{here}: needs name or count")
+        feats = tuple(dict.fromkeys([gtype, *[str(f).lower() for f in g.get("features", [])]]))
+        for name in names:
+            if name in seen:
+                raise ConfigError(f"{here}: duplicate node {name!r}")
+            seen.add(name)
+            parts = tuple(part_of.get(name, ["gpu"]))
+            nodes.append(NodeSpec(name, gtype, gpus, feats, parts, mps))
+    shares: dict[str, float] = {}
+    for i, a in enumerate(data.get("accounts", []) or []):
+        try:
+            shares[str(a["name"])] = float(a.get("shares", 1.0))
+        except (KeyError, TypeError, ValueError):
+            raise ConfigError(f"{where}: accounts[{i}]: needs name and numeric shares") from None
+    billing: dict[str, float] = {}
+    for raw, w in (data.get("billing", {}) or {}).items():
+        try:
+            billing[canonical_type(raw, f"{where}: billing")] = float(w)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: billing.{raw}: not a number") from None
+    return ClusterSpec(tuple(nodes), shares, billing)
+
+
+def load_cluster(path: Path) -> ClusterSpec:
+    """Read a cluster TOML file."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    return parse_cluster(data, str(path))

@@ -1,0 +1,216 @@
+"""The discrete-event engine: trace submits, job ends, Slurm passes and the daemon's own cycle.
+
+Events are processed in time order; at one instant: jobs end, jobs arrive, priorities are
+recomputed (every PriorityCalcPeriod), the daemon's `run_cycle` runs (every `interval_s`,
+with the real policy, estimator and usage ledger), then Slurm's main scheduler (on any change
+and every sched_interval) and backfill (every bf_interval).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from slurm_hase.daemon.cycle import CycleConfig, JobEstimate, RuntimeEstimator, run_cycle
+from slurm_hase.errors import ConfigError
+from slurm_hase.policy.registry import make_policy
+from slurm_hase.policy.usage import UsageLedger
+from slurm_hase.sim.cluster import ClusterSpec
+from slurm_hase.sim.sched import SlurmConfig, SlurmScheduler
+from slurm_hase.sim.simslurm import SimJob, SimSlurm
+from slurm_hase.sim.throughput import ThroughputTable
+from slurm_hase.sim.traces import TraceJob
+from slurm_hase.slurm.types import Job
+
+
+class SimClock:
+    """Simulated time; the engine moves it."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+
+class OracleEstimator:
+    """The trace's true per-type runtimes and mean measured MPS slowdowns."""
+
+    def __init__(self, sim: SimSlurm) -> None:
+        self.sim = sim
+        self._cache: dict[tuple[str, tuple[str, ...]], JobEstimate] = {}
+
+    def estimate(self, job: Job, gpu_types: Sequence[str]) -> JobEstimate | None:
+        key = (job.job_id, tuple(gpu_types))
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        sj = self.sim.jobs_by_id.get(job.job_id)
+        if sj is None:
+            return None
+        runtimes = {t: r for t in gpu_types if math.isfinite(r := sj.runtime.get(t, math.inf))}
+        slow = {}
+        if sj.trace.gpu_fraction < 1.0:
+            slow = {t: self.sim.table.mean_slowdown(t, sj.trace.workload) for t in runtimes}
+        est = JobEstimate(runtime_s=runtimes, mps_slowdown=slow)
+        self._cache[key] = est
+        return est
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """One simulation run."""
+
+    policy: str = "fifo"
+    knobs: dict[str, float] = field(default_factory=dict)
+    interval_s: float = 60.0
+    predictor: str = "oracle"  # or "model": the daemon's DescriptorEstimator + load_predictor()
+    ledger_half_life_s: float = 7 * 86400.0
+    sample_s: float = 600.0
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+
+
+@dataclass
+class Sample:
+    """Cluster state at one instant (for plots and fairness over time)."""
+
+    t: float
+    pending: int
+    running: int
+    busy: dict[str, float]
+    # account -> (normalised service rate now, demand in GPUs now)
+    accounts: dict[str, tuple[float, float]]
+
+
+@dataclass
+class SimResult:
+    """Everything a run produced."""
+
+    jobs: list[SimJob]
+    samples: list[Sample]
+    gpus_by_type: dict[str, int]
+    shares: dict[str, float]
+    cycles: int
+    updates: int
+    wall_s: float
+    unfinished: int = 0
+
+
+def _sample(sim: SimSlurm, t: float) -> Sample:
+    acc: dict[str, list[float]] = {}
+    for job in sim.running.values():
+        best = min(job.runtime.values())
+        rate = job.trace.num_gpus * job.trace.gpu_fraction
+        entry = acc.setdefault(job.trace.account, [0.0, 0.0])
+        entry[0] += rate * best / job.runtime[job.gpu_type]
+        entry[1] += rate
+    for job in sim.pending.values():
+        acc.setdefault(job.trace.account, [0.0, 0.0])[1] += job.trace.num_gpus * job.trace.gpu_fraction
+    return Sample(t, len(sim.pending), len(sim.running), dict(sim.busy_gpus),
+                  {a: (v[0], v[1]) for a, v in acc.items()})
+
+
+def simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable,
+             config: SimConfig, estimator: RuntimeEstimator | None = None,
+             progress: Callable[[int], None] | None = None) -> SimResult:
+    """Replay `trace` on `spec` under `config.policy`; deterministic for a given input."""
+    wall0 = time.perf_counter()
+    comments = None
+    if config.predictor == "model" and estimator is None:
+        from slurm_hase.daemon.estimator import DescriptorEstimator
+        from slurm_hase.predict.api import load_predictor
+        from slurm_hase.sim.workloads import comment
+
+        estimator = DescriptorEstimator(load_predictor())
+
+        def comments(tj: TraceJob) -> str:
+            return comment(tj, table)
+    elif config.predictor not in ("oracle", "model"):
+        raise ConfigError(f"predictor {config.predictor!r}: use oracle or model")
+    sim = SimSlurm(spec, table, comments)
+    shares = {a: float(s) for a, s in spec.shares.items()}
+    for tj in trace:
+        shares.setdefault(tj.account, 1.0)
+    slurm_cfg = config.slurm
+    if spec.billing and not slurm_cfg.billing:
+        slurm_cfg = SlurmConfig(**{**slurm_cfg.__dict__, "billing": dict(spec.billing)})
+    sched = SlurmScheduler(sim, slurm_cfg, shares)
+    policy = make_policy(config.policy, **config.knobs)
+    est = estimator if estimator is not None else OracleEstimator(sim)
+    ledger = UsageLedger(config.ledger_half_life_s)
+    clock = SimClock()
+    cycle_cfg = CycleConfig()
+    order = sorted(trace, key=lambda j: (j.submit_s, int(j.job_id) if j.job_id.isdigit() else 0))
+    n, i = len(order), 0
+    t0 = order[0].submit_s if order else 0.0
+    next_cycle = next_calc = next_main = next_bf = next_sample = t0
+    samples: list[Sample] = []
+    cycles = updates = 0
+    done_reported = stuck = 0
+    cycle_seen = main_seen = bf_seen = -1
+    while i < n or sim.pending or sim.running:
+        t = min(order[i].submit_s if i < n else math.inf, sim.next_end())
+        if sim.pending or sim.job_set_version != cycle_seen:
+            t = min(t, next_cycle)
+        if sim.pending:
+            t = min(t, next_bf, next_main, next_calc)
+        if not math.isfinite(t):
+            break  # pending jobs that can never start (no node satisfies them)
+        t = max(t, clock.t)  # timers idle while the queue was empty fire once, now
+        if t >= next_sample:  # the state since the previous event is still the current one
+            samples.append(_sample(sim, clock.t))
+            next_sample = _advance(next_sample, t, config.sample_s)
+        clock.t = t
+        sim.finish_until(t)
+        while i < n and order[i].submit_s <= t:
+            job = sim.add(order[i], t)
+            sched.prioritize(job, t)
+            i += 1
+        if t >= next_calc:
+            sched.recalc(t)
+            next_calc = _advance(next_calc, t, slurm_cfg.calc_period_s)
+        if t >= next_cycle and (sim.pending or sim.job_set_version != cycle_seen):
+            # With nothing pending and no start/end since the last cycle, a cycle could only
+            # re-observe the same running set, which the ledger integrates exactly anyway.
+            cycle_seen = sim.job_set_version
+            res = run_cycle(sim, policy, est, clock, ledger, shares, cycle_cfg)
+            cycles += 1
+            updates += len(res.applied)
+        if t >= next_cycle:
+            next_cycle = _advance(next_cycle, t, config.interval_s)
+        # A pass over an unchanged queue and cluster cannot start anything new (free GPUs and
+        # reservations are the same, the order is the same), so it is skipped: exact, not lossy.
+        if sim.changed or (t >= next_main and sim.state_version != main_seen):
+            sim.changed = False
+            sched.main(t)
+            main_seen = sim.state_version
+        if t >= next_main:
+            next_main = _advance(next_main, t, slurm_cfg.sched_interval_s)
+        if t >= next_bf:
+            if sim.state_version != bf_seen:
+                sched.backfill(t)
+                bf_seen = sim.state_version
+            next_bf = _advance(next_bf, t, slurm_cfg.bf_interval_s)
+        if progress is not None and len(sim.finished) - done_reported >= 1000:
+            progress(len(sim.finished) - done_reported)
+            done_reported = len(sim.finished)
+        stuck = stuck + 1 if i >= n and not sim.running and sim.pending else 0
+        if stuck > 20:
+            break  # nothing runs and nothing will arrive: the rest can never start
+    if progress is not None:
+        progress(len(sim.finished) - done_reported)
+    samples.append(_sample(sim, clock.t))
+    return SimResult(jobs=sim.by_idx, samples=samples, gpus_by_type=spec.gpus_by_type,
+                     shares=shares, cycles=cycles, updates=updates,
+                     wall_s=time.perf_counter() - wall0,
+                     unfinished=len(sim.pending) + len(sim.running))
+
+
+def _advance(mark: float, now: float, step: float) -> float:
+    """Next periodic tick after `now` on the grid mark + k*step."""
+    if step <= 0:
+        return math.inf
+    k = math.floor((now - mark) / step) + 1
+    return mark + k * step

@@ -1,0 +1,141 @@
+"""Metrics of a simulation run.
+
+* JCT = end - submit; queue wait = start - submit; makespan = last end - first submit.
+* Utilisation of type k = GPU-seconds busy on k (MPS jobs count their fraction) / (C_k * makespan).
+* Finish-time fairness (Themis): rho = JCT / T_iso, where T_iso is the job's runtime on an
+  equal 1/N share of the cluster, N = time-averaged number of jobs in the system (pending +
+  running) during the job's life. The share gives a g-GPU job a fraction x_k = C_k / (N * g)
+  of a full allocation on each type k; it uses its fastest types first, at most 1 in total;
+  T_iso = 1 / sum_k(x_k / runtime_k) (never below its best exclusive runtime).
+* Jain's index over accounts: at every sample, active accounts (with jobs) get a weighted
+  max-min fair entitlement e_a of the cluster's GPUs (weights = shares, capped by their
+  demand); x_a = normalised service rate (GPUs * fraction * speed / best speed) / e_a;
+  J = (sum x)^2 / (n * sum x^2). Reported: the mean over samples with >= 2 active accounts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from slurm_hase.sim.engine import Sample, SimResult
+
+
+def water_fill(capacity: float, weights: Mapping[str, float], demand: Mapping[str, float]) -> dict[str, float]:
+    """Weighted max-min fair split of `capacity`, nobody above its demand."""
+    out = dict.fromkeys(demand, 0.0)
+    left = dict(demand)
+    cap = capacity
+    while left and cap > 1e-12:
+        tot_w = sum(weights.get(a, 1.0) for a in left)
+        unit = cap / tot_w
+        sated = [a for a, d in left.items() if d - out[a] <= unit * weights.get(a, 1.0)]
+        if not sated:
+            for a in left:
+                out[a] += unit * weights.get(a, 1.0)
+            break
+        for a in sated:
+            cap -= left[a] - out[a]
+            out[a] = left.pop(a)
+    return out
+
+
+def jain(values: list[float]) -> float:
+    """Jain's fairness index (1 = perfectly equal)."""
+    if not values:
+        return 1.0
+    s, s2 = sum(values), sum(v * v for v in values)
+    return (s * s) / (len(values) * s2) if s2 > 0 else 1.0
+
+
+def jain_over_time(samples: list[Sample], total_gpus: float, shares: Mapping[str, float]) -> float:
+    """Mean Jain's index over samples where at least two accounts have jobs."""
+    vals = []
+    for s in samples:
+        active = {a: d for a, (_, d) in s.accounts.items() if d > 0}
+        if len(active) < 2:
+            continue
+        ent = water_fill(total_gpus, shares, active)
+        vals.append(jain([s.accounts[a][0] / ent[a] for a in active if ent[a] > 0]))
+    return float(np.mean(vals)) if vals else 1.0
+
+
+def isolated_runtime(runtime: Mapping[str, float], gpus: float, n_jobs: float,
+                     capacity: Mapping[str, int]) -> float:
+    """T_iso of a job on a 1/N share of every GPU type (see module doc)."""
+    rate, used = 0.0, 0.0
+    for t, r in sorted(runtime.items(), key=lambda kv: kv[1]):
+        if not np.isfinite(r) or r <= 0 or t not in capacity:
+            continue
+        x = min(capacity[t] / (max(n_jobs, 1.0) * max(gpus, 1e-9)), 1.0 - used)
+        rate += x / r
+        used += x
+        if used >= 1.0:
+            break
+    best = min((r for t, r in runtime.items() if t in capacity and np.isfinite(r)), default=np.inf)
+    return max(1.0 / rate, best) if rate > 0 else float("inf")
+
+
+def compute(result: SimResult) -> dict[str, Any]:
+    """All headline metrics as a JSON-able dict."""
+    done = [j for j in result.jobs if j.end >= 0 and j.start >= 0]
+    if not done:
+        return {"jobs": 0, "unfinished": result.unfinished}
+    submit = np.array([j.trace.submit_s for j in done])
+    start = np.array([j.start for j in done])
+    end = np.array([j.end for j in done])
+    jct, wait = end - submit, start - submit
+    makespan = float(end.max() - submit.min())
+    # time-averaged jobs in system via the sample step function
+    ts = np.array([s.t for s in result.samples])
+    ns = np.array([s.pending + s.running for s in result.samples], dtype=float)
+    integral = np.concatenate([[0.0], np.cumsum(ns[:-1] * np.diff(ts))])
+
+    def avg_n(a: float, b: float) -> float:
+        ia = np.interp(a, ts, integral)
+        ib = np.interp(b, ts, integral)
+        return float((ib - ia) / (b - a)) if b > a else float(ns[min(int(np.searchsorted(ts, a)), len(ns) - 1)])
+
+    rho = np.array([
+        jct[i] / isolated_runtime(j.runtime, j.trace.num_gpus * j.trace.gpu_fraction,
+                                  avg_n(submit[i], end[i]), result.gpus_by_type)
+        for i, j in enumerate(done)])
+    busy: dict[str, float] = dict.fromkeys(result.gpus_by_type, 0.0)
+    for j in done:
+        busy[j.gpu_type] += j.trace.num_gpus * j.trace.gpu_fraction * (j.end - j.start)
+    util = {t: busy[t] / (c * makespan) if makespan > 0 else 0.0 for t, c in result.gpus_by_type.items()}
+    placed: dict[str, int] = {}
+    for j in done:
+        placed[j.gpu_type] = placed.get(j.gpu_type, 0) + 1
+    total = float(sum(result.gpus_by_type.values()))
+    return {
+        "jobs": len(done),
+        "unfinished": result.unfinished,
+        "avg_jct_s": float(jct.mean()),
+        "p99_jct_s": float(np.percentile(jct, 99)),
+        "avg_wait_s": float(wait.mean()),
+        "p99_wait_s": float(np.percentile(wait, 99)),
+        "makespan_s": makespan,
+        "util_by_type": util,
+        "jobs_by_type": dict(sorted(placed.items())),
+        "rho_max": float(rho.max()),
+        "rho_p99": float(np.percentile(rho, 99)),
+        "rho_gt1_share": float((rho > 1.0).mean()),
+        "jain_accounts": jain_over_time(result.samples, total, result.shares),
+        "cycles": result.cycles,
+        "updates": result.updates,
+        "wall_s": result.wall_s,
+    }
+
+
+def job_rows(result: SimResult) -> list[dict[str, Any]]:
+    """One CSV row per job."""
+    return [{
+        "job_id": j.job_id, "account": j.trace.account, "workload": j.trace.workload,
+        "num_gpus": j.trace.num_gpus, "gpu_fraction": j.trace.gpu_fraction,
+        "submit_s": round(j.trace.submit_s, 3), "start_s": round(j.start, 3),
+        "end_s": round(j.end, 3), "gpu_type": j.gpu_type, "state": j.state.value,
+        "features": j.features, "nice": j.nice,
+    } for j in result.jobs]

@@ -1,0 +1,92 @@
+"""Plots of simulation runs (matplotlib, imported lazily; a clear error when missing)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from slurm_hase.errors import ConfigError
+from slurm_hase.sim.engine import SimResult
+
+
+def _plt() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ConfigError("plots need matplotlib: pip install matplotlib (or pass --no-plots)") from None
+    return plt
+
+
+def _jcts(result: SimResult) -> np.ndarray[Any, Any]:
+    return np.sort(np.array([j.end - j.trace.submit_s for j in result.jobs if j.end >= 0 and j.start >= 0]))
+
+
+def plot_runs(results: Mapping[str, SimResult], out: Path, fmt: str = "png") -> list[Path]:
+    """JCT CDF, queue length and utilisation by type over time; one figure each."""
+    plt = _plt()
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, res in results.items():
+        jct = _jcts(res) / 3600.0
+        if len(jct):
+            ax.plot(jct, np.arange(1, len(jct) + 1) / len(jct), label=name)
+    ax.set_xscale("log")
+    ax.set_xlabel("job completion time (h)")
+    ax.set_ylabel("fraction of jobs")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    paths.append(_save(plt, fig, out / f"jct_cdf.{fmt}"))
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, res in results.items():
+        ax.plot([s.t / 3600 for s in res.samples], [s.pending for s in res.samples], label=name)
+    ax.set_xlabel("time (h)")
+    ax.set_ylabel("pending jobs")
+    ax.legend(fontsize=7)
+    paths.append(_save(plt, fig, out / f"queue_length.{fmt}"))
+    first = next(iter(results.values()), None)
+    if first is not None:
+        types = list(first.gpus_by_type)
+        fig, axes = plt.subplots(len(types), 1, figsize=(6, 2 + 1.5 * len(types)), sharex=True,
+                                 squeeze=False)
+        for ax, t in zip(axes[:, 0], types, strict=True):
+            for name, res in results.items():
+                cap = res.gpus_by_type[t]
+                ax.plot([s.t / 3600 for s in res.samples],
+                        [s.busy.get(t, 0.0) / cap for s in res.samples], label=name)
+            ax.set_ylabel(f"{t} util")
+            ax.set_ylim(0, 1.05)
+        axes[-1, 0].set_xlabel("time (h)")
+        axes[0, 0].legend(fontsize=7)
+        paths.append(_save(plt, fig, out / f"utilisation.{fmt}"))
+    return paths
+
+
+def plot_bench(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    """Bar chart of average JCT, p99 rho and Jain per policy (bench/policies)."""
+    plt = _plt()
+    names = [str(r["policy"]) for r in rows]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 4))
+    for ax, key, label in zip(axes, ("avg_jct_s", "rho_p99", "jain_accounts"),
+                              ("avg JCT (h)", "p99 finish-time fairness rho", "Jain over accounts"),
+                              strict=True):
+        vals = [float(r[key]) / (3600.0 if key == "avg_jct_s" else 1.0) for r in rows]
+        ax.bar(range(len(vals)), vals)
+        ax.set_xticks(range(len(vals)), names, rotation=45, ha="right", fontsize=7)
+        ax.set_title(label)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return _save(plt, fig, path)
+
+
+def _save(plt: Any, fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

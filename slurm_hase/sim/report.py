@@ -1,0 +1,106 @@
+"""Run setup shared by `hase simulate` and bench/policies, and result files (JSON/CSV)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from slurm_hase.daemon.cycle import RuntimeEstimator
+from slurm_hase.errors import ConfigError
+from slurm_hase.sim.cluster import ClusterSpec
+from slurm_hase.sim.engine import SimConfig, SimResult, simulate
+from slurm_hase.sim.metrics import compute, job_rows
+from slurm_hase.sim.throughput import ThroughputTable, load_throughputs
+from slurm_hase.sim.traces import TraceJob, load_trace, scale_to_load, tile, window
+
+DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+TRACE_ALIASES = {
+    "philly": "sia/philly_jobs_sia.csv",
+    "gavel": "gavel/traces__msr__seed=0__2869ce.trace",
+    "alibaba": "alibaba/cluster-trace-gpu-v2023__openb_pod_list_gpuspec33.csv",
+}
+
+
+@dataclass(frozen=True)
+class TraceSetup:
+    """Which trace and how to cut it."""
+
+    path: Path
+    kind: str = "auto"
+    start: int = 0
+    count: int | None = None
+    tile_to: int | None = None
+    load: float | None = None
+    seed: int = 0
+
+
+def resolve_trace(name: str, data_dir: Path = DEFAULT_DATA) -> Path:
+    """A trace file, or one of the aliases philly/gavel/alibaba inside ../shared/data."""
+    if name in TRACE_ALIASES:
+        path = data_dir / TRACE_ALIASES[name]
+        if not path.is_file():
+            raise ConfigError(f"trace {name!r}: {path} not found (pass --data-dir or a file)")
+        return path
+    return Path(name)
+
+
+def throughput_table(data_dir: Path = DEFAULT_DATA) -> ThroughputTable:
+    """Gavel's measured throughputs (packaged test excerpt is not enough for full runs)."""
+    return load_throughputs(data_dir / "gavel" / "simulation_throughputs.json")
+
+
+def capacity(spec: ClusterSpec, table: ThroughputTable) -> float:
+    """The cluster in reference-GPU (v100) equivalents at median measured speeds."""
+    return sum(n * table.relative_speed(t) for t, n in spec.gpus_by_type.items())
+
+
+def prepare_trace(setup: TraceSetup, table: ThroughputTable, spec: ClusterSpec) -> list[TraceJob]:
+    """Load, window, tile and scale a trace, deterministically for setup.seed.
+
+    `setup.load` is the offered load against capacity(): v100-seconds asked per second over
+    the cluster's v100-equivalent GPUs."""
+    rng = np.random.default_rng(setup.seed)
+    jobs = load_trace(setup.path, table, rng, setup.kind)
+    jobs = window(jobs, setup.start, setup.count)
+    if setup.tile_to:
+        jobs = tile(jobs, setup.tile_to)
+    if setup.load:
+        jobs = scale_to_load(jobs, capacity(spec, table), setup.load)
+    return jobs
+
+
+def run(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable, config: SimConfig,
+        estimator: RuntimeEstimator | None = None) -> tuple[SimResult, dict[str, Any]]:
+    """Simulate and compute metrics."""
+    result = simulate(trace, spec, table, config, estimator)
+    return result, compute(result)
+
+
+def write_outputs(out: Path, name: str, result: SimResult, metrics: Mapping[str, Any],
+                  meta: Mapping[str, Any]) -> list[Path]:
+    """<name>.json (metrics + run settings), <name>_jobs.csv, <name>_timeline.csv."""
+    out.mkdir(parents=True, exist_ok=True)
+    summary = out / f"{name}.json"
+    summary.write_text(json.dumps({"meta": dict(meta), "metrics": dict(metrics)}, indent=2,
+                                  sort_keys=True) + "\n")
+    jobs_csv = out / f"{name}_jobs.csv"
+    rows = job_rows(result)
+    with jobs_csv.open("w", newline="") as fh:
+        if rows:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    timeline = out / f"{name}_timeline.csv"
+    types = list(result.gpus_by_type)
+    with timeline.open("w", newline="") as fh:
+        w2 = csv.writer(fh)
+        w2.writerow(["t_s", "pending", "running", *[f"busy_{t}" for t in types]])
+        for s in result.samples:
+            w2.writerow([round(s.t, 3), s.pending, s.running, *[round(s.busy.get(t, 0.0), 3) for t in types]])
+    return [summary, jobs_csv, timeline]

@@ -1,0 +1,204 @@
+"""What slurmctld does on its own: multifactor priority, the main scheduler and backfill.
+
+* Priority = PriorityWeightAge * min(age / PriorityMaxAge, 1)
+             + PriorityWeightFairshare * fair-tree factor(account) - Nice,
+  recomputed every PriorityCalcPeriod. Usage per account decays with PriorityDecayHalfLife and
+  is charged as billing * seconds, billing = sum over the job's GPUs of TRESBillingWeights for
+  its type (1.0 when unset, i.e. the plain GPU count; MPS jobs pay their fraction).
+* Fair Tree on a flat account list: accounts ranked by level fairshare S_norm / U_norm; the
+  factor is (n - rank) / n, ties share a rank.
+* Main scheduler (on events and every sched_interval): strict priority order over at most
+  default_queue_depth jobs; the first job that cannot start blocks the partition.
+* Backfill (every bf_interval): up to bf_max_job_test jobs in priority order; a job starts now
+  if it fits and does not delay any earlier job's reservation (computed from running jobs'
+  start + time limit, like Slurm); otherwise it gets a reservation on its earliest type.
+* Among the allowed GPU types, nodes are tried in config order (no node Weight).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from slurm_hase.sim.simslurm import SimJob, SimSlurm
+
+
+@dataclass(frozen=True)
+class SlurmConfig:
+    """slurm.conf values the simulator honours (typical-site defaults)."""
+
+    weight_age: int = 1000
+    weight_fairshare: int = 10000
+    max_age_s: float = 7 * 86400.0
+    decay_half_life_s: float = 7 * 86400.0
+    calc_period_s: float = 300.0
+    sched_interval_s: float = 60.0
+    bf_interval_s: float = 30.0
+    default_queue_depth: int = 100
+    bf_max_job_test: int = 500
+    billing: Mapping[str, float] = field(default_factory=dict)  # TRESBillingWeights per type
+
+
+class SlurmScheduler:
+    """Priority and scheduling passes over a SimSlurm."""
+
+    def __init__(self, sim: SimSlurm, config: SlurmConfig, shares: Mapping[str, float]) -> None:
+        self.sim = sim
+        self.config = config
+        self.shares = dict(shares)
+        self.usage: dict[str, float] = {}
+        self.fs_factor: dict[str, float] = {}
+        self.last_calc: float | None = None
+
+    # ------------------------------------------------------------------ priority
+
+    def _billing(self, job: SimJob) -> float:
+        w = self.config.billing.get(job.gpu_type, 1.0)
+        return w * job.trace.num_gpus * job.trace.gpu_fraction
+
+    def recalc(self, now: float) -> None:
+        """Decay usage, charge running (and just-ended) jobs, refresh every pending priority."""
+        last = self.last_calc
+        if last is not None and now > last:
+            decay = 0.5 ** ((now - last) / self.config.decay_half_life_s)
+            for acct in self.usage:
+                self.usage[acct] *= decay
+            for job in itertools.chain(self.sim.running.values(), self.sim.ended_since_calc):
+                end = now if job.end < 0 or job.end > now else job.end
+                dt = end - max(job.start, last)
+                if dt > 0:
+                    acct = job.trace.account
+                    self.usage[acct] = self.usage.get(acct, 0.0) + self._billing(job) * dt
+        self.sim.ended_since_calc.clear()
+        self.last_calc = now
+        self._factors()
+        for job in self.sim.pending.values():
+            self.prioritize(job, now)
+
+    def _factors(self) -> None:
+        accts = set(self.shares) | set(self.usage)
+        accts |= {j.trace.account for j in self.sim.pending.values()}
+        if not accts:
+            return
+        tot_s = sum(self.shares.get(a, 1.0) for a in accts)
+        tot_u = sum(self.usage.values())
+        level = {}
+        for a in accts:
+            s = self.shares.get(a, 1.0) / tot_s
+            u = self.usage.get(a, 0.0) / tot_u if tot_u > 0 else 0.0
+            level[a] = s / u if u > 0 else float("inf")
+        ranked = sorted(set(level.values()), reverse=True)
+        rank = {v: i for i, v in enumerate(ranked)}
+        n = len(accts)
+        self.fs_factor = {a: (n - rank[level[a]]) / n for a in accts}
+
+    def prioritize(self, job: SimJob, now: float) -> None:
+        """Set the job's multifactor priority."""
+        cfg = self.config
+        age = min(max(now - job.trace.submit_s, 0.0) / cfg.max_age_s, 1.0)
+        fs = self.fs_factor.get(job.trace.account, 1.0)
+        prio = int(cfg.weight_age * age + cfg.weight_fairshare * fs) - job.nice
+        if prio != job.priority:
+            job.priority = prio
+            job.view = None
+            self.sim.state_version += 1
+
+    def order(self) -> list[SimJob]:
+        """Pending jobs, highest priority first (then submit time, then id)."""
+        jobs = list(self.sim.pending.values())
+        jobs.sort(key=lambda j: (-j.priority, j.trace.submit_s, j.idx))
+        return jobs
+
+    # ------------------------------------------------------------------ passes
+
+    def main(self, now: float) -> int:
+        """The main scheduler; returns how many jobs started."""
+        started = 0
+        blocked = False
+        for job in self.order()[: self.config.default_queue_depth]:
+            if job.held:
+                continue
+            types = self.sim.allowed_types(job)
+            if not types:
+                self._reason(job, "BadConstraints")
+                continue
+            if blocked:
+                self._reason(job, "Priority")
+                continue
+            for t in types:
+                if self.sim.fits_now(job, t):
+                    self.sim.start(job, t, now)
+                    started += 1
+                    break
+            else:
+                self._reason(job, "Resources")
+                blocked = True
+        return started
+
+    def _reason(self, job: SimJob, reason: str) -> None:
+        if job.reason != reason:
+            job.reason = reason
+            job.view = None
+
+    def backfill(self, now: float) -> int:
+        """One backfill pass; returns how many jobs started."""
+        sim = self.sim
+        ends: dict[str, list[float]] = {t: [] for t in sim.type_order}
+        gpus: dict[str, list[tuple[float, int]]] = {t: [] for t in sim.type_order}
+        for job in sim.running.values():
+            if job.shared is None:
+                gpus[job.gpu_type].append((job.start + job.time_limit, job.trace.num_gpus))
+        cum: dict[str, list[int]] = {}
+        for t, rows in gpus.items():
+            rows.sort()
+            ends[t] = [e for e, _ in rows]
+            cum[t] = list(itertools.accumulate(g for _, g in rows))
+        res: dict[str, list[list[float]]] = {t: [] for t in sim.type_order}  # [shadow, slack]
+        reserved = dict.fromkeys(sim.type_order, 0)
+        started = tested = 0
+        for job in self.order():
+            if tested >= self.config.bf_max_job_test:
+                break
+            if job.held:
+                continue
+            tested += 1
+            types = sim.allowed_types(job)
+            frac = job.trace.gpu_fraction < 1.0
+            end = now + job.time_limit
+            placed = False
+            for t in types:
+                if not sim.fits_now(job, t):
+                    continue
+                need = 0 if frac and sim.type_free[t] == 0 else (1 if frac else job.trace.num_gpus)
+                hit = [r for r in res[t] if end > r[0]]
+                if all(r[1] >= need for r in hit):
+                    for r in hit:
+                        r[1] -= need
+                    sim.start(job, t, now)
+                    started += 1
+                    placed = True
+                    break
+            if placed or not types:
+                continue
+            need = 1 if frac else job.trace.num_gpus
+            best: tuple[float, str, float] | None = None
+            for t in types:
+                want = need + reserved[t]
+                if want > sim.type_total[t]:
+                    continue
+                free = sim.type_free[t]
+                if free >= want:
+                    cand = (now, t, float(free - want))
+                else:
+                    i = bisect.bisect_left(cum[t], want - free)
+                    if i >= len(cum[t]):
+                        continue
+                    cand = (ends[t][i], t, float(free + cum[t][i] - want))
+                if best is None or cand[0] < best[0]:
+                    best = cand
+            if best is not None:
+                res[best[1]].append([best[0], best[2]])
+                reserved[best[1]] += need
+        return started

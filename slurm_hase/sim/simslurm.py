@@ -1,0 +1,416 @@
+"""SimSlurm: an in-memory slurmctld implementing the SlurmBackend Protocol.
+
+It holds the pending queue, running jobs, node GPU allocations and MPS-shared GPUs, and emits
+job-end times. Scheduling itself (multifactor priority, main scheduler, backfill) lives in
+sched.py and calls `start()`. Views (`jobs()`, `nodes()`) are cached Job/Node objects rebuilt
+only when a job or node changes. GPUs of one type form a pool a job may span (like --gpus=N).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from slurm_hase.errors import JobNotFoundError, SlurmCommandError
+from slurm_hase.policy.common import parse_features
+from slurm_hase.sim.cluster import ClusterSpec
+from slurm_hase.sim.throughput import ThroughputTable
+from slurm_hase.sim.traces import TraceJob
+from slurm_hase.slurm.types import (
+    AccountingRecord,
+    GpuRequest,
+    Job,
+    JobState,
+    JobUpdate,
+    Node,
+    Partition,
+)
+
+PARTITION = "gpu"
+
+
+@dataclass(eq=False)
+class SharedGpu:
+    """One GPU shared through MPS: residents (job idx) and the share they hold."""
+
+    node: int
+    gpu_type: str
+    used: float = 0.0
+    residents: list[int] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class SimJob:
+    """Mutable state of one simulated job."""
+
+    idx: int
+    trace: TraceJob
+    runtime: dict[str, float]  # true exclusive runtime per GPU type
+    time_limit: float
+    features: str = ""
+    pinned: str | None = None
+    nice: int = 0
+    held: bool = False
+    state: JobState = JobState.PENDING
+    reason: str = "None"
+    priority: int = 0
+    start: float = -1.0
+    end: float = -1.0
+    gpu_type: str = ""
+    alloc: list[tuple[int, int]] = field(default_factory=list)  # (node, GPUs)
+    shared: SharedGpu | None = None
+    work_left: float = 1.0  # fraction of the job still to run
+    rate: float = 0.0  # fraction per second now
+    last: float = 0.0  # time work_left was last brought up to date
+    version: int = 0
+    view: Job | None = None
+    comment: str = ""
+
+    @property
+    def job_id(self) -> str:
+        return self.trace.job_id
+
+
+class SimSlurm:
+    """The simulated Slurm controller (see module doc)."""
+
+    def __init__(self, spec: ClusterSpec, table: ThroughputTable,
+                 comments: Callable[[TraceJob], str] | None = None) -> None:
+        self.spec = spec
+        self.comments = comments
+        self.table = table
+        self.nodes_spec = spec.nodes
+        self.type_order: list[str] = list(dict.fromkeys(n.gpu_type for n in spec.nodes))
+        self.node_free = [n.gpus for n in spec.nodes]
+        self.type_nodes: dict[str, list[int]] = {t: [] for t in self.type_order}
+        for i, n in enumerate(spec.nodes):
+            self.type_nodes[n.gpu_type].append(i)
+        self.type_total = {t: sum(spec.nodes[i].gpus for i in ix) for t, ix in self.type_nodes.items()}
+        self.type_free = dict(self.type_total)
+        self.feature_types: dict[str, set[str]] = {}
+        for n in spec.nodes:
+            for f in n.features:
+                self.feature_types.setdefault(f, set()).add(n.gpu_type)
+        self.shared: dict[str, list[SharedGpu]] = {t: [] for t in self.type_order}
+        self.node_mps_used = [0.0] * len(spec.nodes)
+        self.jobs_by_id: dict[str, SimJob] = {}
+        self.by_idx: list[SimJob] = []
+        self.pending: dict[str, SimJob] = {}
+        self.running: dict[str, SimJob] = {}
+        self.finished: list[SimJob] = []
+        self.ended_since_calc: list[SimJob] = []
+        self._ends: list[tuple[float, int, int, str]] = []  # (time, version, idx, id)
+        self._node_views: list[Node | None] = [None] * len(spec.nodes)
+        self._allowed_cache: dict[tuple[str, str | None], tuple[str, ...]] = {}
+        self.now = 0.0
+        self.busy_gpus: dict[str, float] = dict.fromkeys(self.type_order, 0.0)
+        self.changed = True  # something the scheduler should look at happened
+        self.state_version = 0  # bumped on every change a scheduling pass could react to
+        self.job_set_version = 0  # bumped on every start and end
+
+    # ------------------------------------------------------------------ job lifecycle
+
+    def add(self, tj: TraceJob, now: float) -> SimJob:
+        """Submit a trace job (what sbatch does)."""
+        runtime = self.table.runtimes(tj.workload, tj.num_gpus, tj.duration_s, tuple(self.type_order))
+        finite = [r for r in runtime.values() if math.isfinite(r)]
+        limit = math.ceil(max(finite, default=tj.duration_s) * 1.05 / 60.0) * 60.0
+        feats = "|".join(tj.constraint)
+        job = SimJob(len(self.jobs_by_id), tj, runtime, limit, features=feats, pinned=tj.pinned,
+                     comment=self.comments(tj) if self.comments is not None else "")
+        self.jobs_by_id[tj.job_id] = job
+        self.by_idx.append(job)
+        need = 1 if tj.gpu_fraction < 1.0 else tj.num_gpus
+        if not any(self.type_total[t] >= need and math.isfinite(runtime[t])
+                   for t in self.allowed_types(job)):
+            job.state, job.reason = JobState.CANCELLED, "ReqNodeNotAvail"  # sbatch refuses it
+            return job
+        self.pending[tj.job_id] = job
+        self.touch()
+        return job
+
+    def allowed_types(self, job: SimJob) -> tuple[str, ...]:
+        """GPU types whose nodes satisfy the job's Features OR-list and pinned type."""
+        key = (job.features, job.pinned)
+        hit = self._allowed_cache.get(key)
+        if hit is None:
+            terms = parse_features(job.features)
+            ok: set[str] = set(self.type_order)
+            if terms:
+                ok = set().union(*(self.feature_types.get(t, set()) for t in terms))
+            if job.pinned:
+                ok &= {job.pinned}
+            hit = tuple(t for t in self.type_order if t in ok)
+            self._allowed_cache[key] = hit
+        # a type without a measured throughput for this workload cannot run it (e.g. memory)
+        return tuple(t for t in hit if job.runtime[t] < math.inf)
+
+    def fits_now(self, job: SimJob, gtype: str) -> bool:
+        """Whether `job` could start on `gtype` right now."""
+        if job.trace.gpu_fraction < 1.0:
+            need = job.trace.gpu_fraction
+            if any(g.used + need <= 1.0 + 1e-9 for g in self.shared[gtype]):
+                return True
+            return self.type_free[gtype] >= 1
+        return self.type_free[gtype] >= job.trace.num_gpus
+
+    def start(self, job: SimJob, gtype: str, now: float) -> None:
+        """Allocate GPUs of `gtype` and start the job (caller checked fits_now)."""
+        del self.pending[job.job_id]
+        self.running[job.job_id] = job
+        job.state, job.reason, job.start, job.gpu_type, job.last = JobState.RUNNING, "None", now, gtype, now
+        job.view = None
+        if job.trace.gpu_fraction < 1.0:
+            self._start_shared(job, gtype, now)
+        else:
+            self._take_whole(job, gtype)
+            job.rate = 1.0 / job.runtime[gtype]
+            self._push_end(job, now + job.runtime[gtype])
+        self.busy_gpus[gtype] += job.trace.num_gpus * job.trace.gpu_fraction
+        self.touch()
+        self.job_set_version += 1
+
+    def _take_whole(self, job: SimJob, gtype: str) -> None:
+        need = job.trace.num_gpus
+        nodes = self.type_nodes[gtype]
+        best = -1
+        for i in nodes:  # best fit on one node when possible
+            free = self.node_free[i]
+            if free >= need and (best < 0 or free < self.node_free[best]):
+                best = i
+                if free == need:
+                    break
+        picks: list[tuple[int, int]] = []
+        if best >= 0:
+            picks = [(best, need)]
+        else:
+            left = need
+            for i in nodes:
+                take = min(self.node_free[i], left)
+                if take > 0:
+                    picks.append((i, take))
+                    left -= take
+                if left == 0:
+                    break
+        for i, take in picks:
+            self.node_free[i] -= take
+            self._node_views[i] = None
+        self.type_free[gtype] -= need
+        job.alloc = picks
+
+    def _start_shared(self, job: SimJob, gtype: str, now: float) -> None:
+        need = job.trace.gpu_fraction
+        room = [g for g in self.shared[gtype] if g.used + need <= 1.0 + 1e-9]
+        if room:
+            gpu = max(room, key=lambda g: g.used)  # best fit
+        else:
+            node = next(i for i in self.type_nodes[gtype] if self.node_free[i] > 0)
+            self.node_free[node] -= 1
+            self.type_free[gtype] -= 1
+            gpu = SharedGpu(node, gtype)
+            self.shared[gtype].append(gpu)
+        gpu.used += need
+        gpu.residents.append(job.idx)
+        self.node_mps_used[gpu.node] += need
+        self._node_views[gpu.node] = None
+        job.shared = gpu
+        job.alloc = [(gpu.node, 1)]
+        self._rerate(gpu, now)
+
+    def _rerate(self, gpu: SharedGpu, now: float) -> None:
+        """Bring residents' progress up to date and give them their new interference rate."""
+        jobs = [self._by_idx(i) for i in gpu.residents]
+        for job in jobs:
+            job.work_left = max(job.work_left - job.rate * (now - job.last), 0.0)
+            job.last = now
+            factor = 1.0
+            for other in jobs:
+                if other is not job:
+                    factor = min(factor, self.table.pair_factor(gpu.gpu_type, job.trace.workload,
+                                                                other.trace.workload))
+            job.rate = factor / job.runtime[gpu.gpu_type]
+            job.version += 1
+            self._push_end(job, now + job.work_left / job.rate)
+
+    def _by_idx(self, idx: int) -> SimJob:
+        return self.by_idx[idx]
+
+    def _push_end(self, job: SimJob, t: float) -> None:
+        job.end = t
+        heapq.heappush(self._ends, (t, job.version, job.idx, job.job_id))
+
+    def next_end(self) -> float:
+        """Time of the next job end (inf if none)."""
+        while self._ends:
+            t, ver, _, jid = self._ends[0]
+            job = self.running.get(jid)
+            if job is not None and job.version == ver:
+                return t
+            heapq.heappop(self._ends)
+        return math.inf
+
+    def finish_until(self, now: float) -> int:
+        """End every job whose end time is <= now; returns how many ended."""
+        n = 0
+        while self.next_end() <= now:
+            t, _, _, jid = heapq.heappop(self._ends)
+            self._finish(self.running[jid], t)
+            n += 1
+        return n
+
+    def _finish(self, job: SimJob, t: float) -> None:
+        del self.running[job.job_id]
+        job.state, job.end, job.view = JobState.COMPLETED, t, None
+        self.busy_gpus[job.gpu_type] -= job.trace.num_gpus * job.trace.gpu_fraction
+        gpu = job.shared
+        if gpu is not None:
+            gpu.used -= job.trace.gpu_fraction
+            gpu.residents.remove(job.idx)
+            self.node_mps_used[gpu.node] -= job.trace.gpu_fraction
+            self._node_views[gpu.node] = None
+            if not gpu.residents:
+                self.shared[gpu.gpu_type].remove(gpu)
+                self.node_free[gpu.node] += 1
+                self.type_free[gpu.gpu_type] += 1
+            else:
+                self._rerate(gpu, t)
+        else:
+            for i, take in job.alloc:
+                self.node_free[i] += take
+                self._node_views[i] = None
+            self.type_free[job.gpu_type] += job.trace.num_gpus
+        self.finished.append(job)
+        self.ended_since_calc.append(job)
+        self.touch()
+        self.job_set_version += 1
+
+    def touch(self) -> None:
+        """Record a change a scheduling pass could react to."""
+        self.changed = True
+        self.state_version += 1
+
+    # ------------------------------------------------------------------ backend protocol
+
+    def version(self) -> str:
+        return "sim-24.11"
+
+    def jobs(self) -> list[Job]:
+        out = []
+        for group in (self.pending, self.running):
+            for job in group.values():
+                if job.view is None:
+                    job.view = self._view(job)
+                out.append(job.view)
+        return out
+
+    def _view(self, job: SimJob) -> Job:
+        tj = job.trace
+        if tj.gpu_fraction < 1.0:
+            req = GpuRequest(0, job.pinned, "node", int(round(tj.gpu_fraction * 100)))
+            tres = f"gres/mps:{req.mps}"
+        else:
+            req = GpuRequest(tj.num_gpus, job.pinned, "job")
+            tres = f"gres/gpu:{job.pinned + ':' if job.pinned else ''}{tj.num_gpus}"
+        running = job.state is JobState.RUNNING
+        return Job(
+            job_id=tj.job_id, name=tj.workload, user=tj.user, account=tj.account,
+            partition=PARTITION, state=job.state, reason="None" if running else job.reason,
+            priority=job.priority, nice=job.nice, features=job.features,
+            tres_per_job=tres if tj.gpu_fraction >= 1.0 else "",
+            tres_per_node=tres if tj.gpu_fraction < 1.0 else "", gpu=req,
+            alloc_gpus={job.gpu_type: max(tj.num_gpus, 1)} if running else {},
+            nodes=",".join(self.nodes_spec[i].name for i, _ in job.alloc) if running else "",
+            submit_time=int(tj.submit_s), start_time=int(job.start) if running else None,
+            time_limit_s=int(job.time_limit), held=job.held,
+            comment=job.comment,
+        )
+
+    def nodes(self) -> list[Node]:
+        out = []
+        for i, spec in enumerate(self.nodes_spec):
+            view = self._node_views[i]
+            if view is None:
+                used = spec.gpus - self.node_free[i]
+                state = "IDLE" if used == 0 else ("ALLOCATED" if self.node_free[i] == 0 else "MIXED")
+                view = Node(name=spec.name, state=state, features=spec.features,
+                            partitions=spec.partitions, gpus={spec.gpu_type: spec.gpus},
+                            gpus_alloc={spec.gpu_type: used}, mps_total=spec.mps * spec.gpus,
+                            mps_alloc=int(round(self.node_mps_used[i] * spec.mps)))
+                self._node_views[i] = view
+            out.append(view)
+        return out
+
+    def partitions(self) -> list[Partition]:
+        names: dict[str, list[str]] = {}
+        for n in self.nodes_spec:
+            for p in n.partitions:
+                names.setdefault(p, []).append(n.name)
+        return [Partition(p, tuple(ns), default=(i == 0)) for i, (p, ns) in enumerate(names.items())]
+
+    def accounting(self, *, since: str = "now-1day", until: str = "now",
+                   job_ids: Sequence[str] = ()) -> list[AccountingRecord]:
+        wanted = set(job_ids)
+        return [AccountingRecord(
+            job_id=j.job_id, name=j.trace.workload, account=j.trace.account, user=j.trace.user,
+            state=j.state, partition=PARTITION, submit_time=int(j.trace.submit_s),
+            start_time=int(j.start), end_time=int(j.end), elapsed_s=int(j.end - j.start),
+            alloc_gpus={j.gpu_type: j.trace.num_gpus}, constraints=j.features)
+            for j in self.finished if not wanted or j.job_id in wanted]
+
+    def account_shares(self) -> dict[str, float]:
+        return dict(self.spec.shares)
+
+    def submit(self, args: Sequence[str], script: str | None = None) -> str:
+        raise SlurmCommandError(["sbatch", *args], 1, "SimSlurm: submit trace jobs with add()")
+
+    def _pending_job(self, job_id: str) -> SimJob:
+        job = self.jobs_by_id.get(job_id)
+        if job is None:
+            raise JobNotFoundError(job_id)
+        if job.state is not JobState.PENDING:
+            raise SlurmCommandError(["scontrol", "update", f"jobid={job_id}"], 1,
+                                    "Job is no longer pending execution")
+        return job
+
+    def update_job(self, job_id: str, update: JobUpdate) -> None:
+        job = self._pending_job(job_id)
+        if update.features is not None:
+            terms = parse_features(update.features)
+            unknown = [t for t in terms if t not in self.feature_types]
+            if unknown:
+                raise SlurmCommandError(["scontrol", "update", f"jobid={job_id}"], 1,
+                                        f"Invalid feature specification: {','.join(unknown)}")
+            job.features = update.features
+        for tres in (update.tres_per_job, update.tres_per_node):
+            if tres:
+                parts = tres.replace("gres/", "gres:").split(":")
+                job.pinned = parts[2].lower() if len(parts) == 4 else None
+        if update.nice is not None:
+            job.priority += job.nice - update.nice
+            job.nice = update.nice
+        job.view = None
+        self.touch()
+
+    def hold(self, job_id: str) -> None:
+        self._pending_job(job_id).held = True
+        self.jobs_by_id[job_id].view = None
+
+    def release(self, job_id: str) -> None:
+        self._pending_job(job_id).held = False
+        self.jobs_by_id[job_id].view = None
+        self.touch()
+
+    def requeue(self, job_id: str) -> None:
+        raise SlurmCommandError(["scontrol", "requeue", job_id], 1, "SimSlurm: requeue not supported")
+
+    def cancel(self, job_id: str) -> None:
+        job = self._pending_job(job_id)
+        del self.pending[job_id]
+        job.state = JobState.CANCELLED
+        self.touch()
+
+    def shares_for(self, accounts: Mapping[str, object]) -> dict[str, float]:
+        """Shares of every account (spec value or 1.0)."""
+        return {a: float(self.spec.shares.get(a, 1.0)) for a in accounts}

@@ -1,0 +1,245 @@
+"""Trace loaders: Philly (Sia/Pollux form), Gavel traces, Alibaba 2023 GPU pods.
+
+Every loader returns TraceJob rows sorted by submit time, submit times relative to the first
+job (0 s). ``duration_s`` is the job's runtime on the reference GPU type (v100, see
+throughput.py). Bad rows raise DataError naming file and row (1 = first data row).
+
+Mappings (documented, deterministic; randomness only through the caller's Generator):
+
+* Philly: account = ``vc-<virtual cluster hash>``, user = account; a Gavel job type is drawn
+  uniformly per job among the types measured at its scale factor (as Gavel does for Philly).
+* Gavel traces: the job type and steps are the trace's; duration = steps / v100 steps/s;
+  account = one of ``n_accounts`` ``acct<i>`` drawn uniformly (Gavel has no accounts).
+* Alibaba 2023 pods: account = QoS class; ``gpu_milli`` < 1000 on a 1-GPU pod is an MPS share;
+  ``gpu_spec`` becomes a Features OR-constraint (V100M16/V100M32 -> v100, P100 -> p100,
+  T4 -> t4, A10 -> a10; anonymised G2/G3 are dropped); pods never scheduled are skipped;
+  duration = deletion - scheduled time.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime as dt
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from slurm_hase.errors import DataError
+from slurm_hase.sim.throughput import REFERENCE_TYPE, ThroughputTable
+
+CLIP_QUANTILE = 0.95  # offered_load counts each job's work at most at this quantile
+
+ALIBABA_TYPES: dict[str, str | None] = {
+    "V100M16": "v100", "V100M32": "v100", "P100": "p100", "T4": "t4", "A10": "a10",
+    "G2": None, "G3": None,
+}
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    """One job of a trace, before simulation."""
+
+    job_id: str
+    submit_s: float
+    account: str
+    user: str
+    num_gpus: int
+    duration_s: float  # runtime on the reference type
+    gpu_fraction: float = 1.0
+    workload: str = ""  # Gavel job type ("ResNet-50 (batch size 64)")
+    constraint: tuple[str, ...] = ()  # allowed GPU types from the trace (OR), () = any
+    pinned: str | None = None
+
+
+def _rows(path: Path, required: Sequence[str], delimiter: str = ",") -> Iterator[tuple[int, dict[str, str]]]:
+    try:
+        handle = path.open(newline="")
+    except OSError as exc:
+        raise DataError(f"{path}: cannot open trace: {exc}") from None
+    with handle:
+        reader = csv.DictReader(handle, delimiter=delimiter)
+        missing = [c for c in required if c not in (reader.fieldnames or [])]
+        if missing:
+            raise DataError(f"{path}: header: missing column(s) {', '.join(missing)}")
+        for n, row in enumerate(reader, start=1):
+            if not any((v or "").strip() for v in row.values()):
+                continue
+            yield n, row
+
+
+def _num(path: Path, n: int, row: dict[str, str], col: str, *, minimum: float = 0.0) -> float:
+    text = (row.get(col) or "").strip()
+    try:
+        value = float(text)
+    except ValueError:
+        raise DataError(f"{path}: row {n}: column {col!r}: not a number: {text!r}") from None
+    if not math.isfinite(value) or value < minimum:
+        raise DataError(f"{path}: row {n}: column {col!r}: {value:g} is negative or invalid")
+    return value
+
+
+def load_philly(path: Path, table: ThroughputTable, rng: np.random.Generator) -> list[TraceJob]:
+    """The Philly job list as Sia/Pollux ship it (timestamp,duration,num_gpus,...,cluster)."""
+    raw: list[tuple[float, float, int, str]] = []
+    for n, row in _rows(path, ("timestamp", "duration", "num_gpus", "cluster")):
+        try:
+            ts = dt.datetime.fromisoformat(row["timestamp"].strip()).timestamp()
+        except ValueError:
+            raise DataError(f"{path}: row {n}: column 'timestamp': bad time {row['timestamp']!r}") from None
+        dur = _num(path, n, row, "duration")
+        gpus = _num(path, n, row, "num_gpus", minimum=1)
+        vc = row["cluster"].strip() or "none"
+        raw.append((ts, max(dur, 1.0), int(gpus), f"vc-{vc}"))
+    raw.sort(key=lambda r: r[0])
+    t0 = raw[0][0] if raw else 0.0
+    out = []
+    for i, (ts, dur, gpus, acct) in enumerate(raw, start=1):
+        jt = _draw_type(table, gpus, rng)
+        out.append(TraceJob(str(i), ts - t0, acct, acct, gpus, dur, workload=jt))
+    return out
+
+
+def _draw_type(table: ThroughputTable, gpus: int, rng: np.random.Generator) -> str:
+    sf = 1
+    for cand in (1, 2, 4, 8):
+        if cand <= gpus:
+            sf = cand
+    types = table.job_types(sf) or table.job_types(1)
+    return types[int(rng.integers(len(types)))]
+
+
+def load_gavel(path: Path, table: ThroughputTable, rng: np.random.Generator,
+               n_accounts: int = 4) -> list[TraceJob]:
+    """A Gavel trace (10-column physical_cluster form or 7-column msr form, TSV)."""
+    rows = []
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot open trace: {exc}") from None
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) == 10:
+            jt, steps_s, sf_s, arr_s = cols[0], cols[5], cols[6], cols[9]
+        elif len(cols) == 7:
+            jt, steps_s, arr_s, sf_s = cols[0], cols[4], cols[5], cols[6]
+        else:
+            raise DataError(f"{path}: row {n}: expected 7 or 10 tab-separated columns, got {len(cols)}")
+        vals = {"total_steps": steps_s, "arrival_time": arr_s, "scale_factor": sf_s}
+        steps = _num(path, n, vals, "total_steps")
+        arrival = _num(path, n, vals, "arrival_time")
+        sf = int(_num(path, n, vals, "scale_factor", minimum=1))
+        tput = table.isolated[REFERENCE_TYPE].get((jt, table.scale_factor(jt, sf)))
+        if not tput:
+            raise DataError(f"{path}: row {n}: job type {jt!r} has no {REFERENCE_TYPE} throughput")
+        rows.append((arrival, max(steps / tput, 1.0), sf, jt))
+    rows.sort(key=lambda r: r[0])
+    t0 = rows[0][0] if rows else 0.0
+    out = []
+    for i, (arr, dur, sf, jt) in enumerate(rows, start=1):
+        acct = f"acct{int(rng.integers(max(n_accounts, 1)))}"
+        out.append(TraceJob(str(i), arr - t0, acct, acct, sf, dur, workload=jt))
+    return out
+
+
+def load_alibaba(path: Path, table: ThroughputTable, rng: np.random.Generator) -> list[TraceJob]:
+    """Alibaba cluster-trace-gpu-v2023 pod list (openb_pod_list_*.csv)."""
+    req = ("name", "num_gpu", "gpu_milli", "gpu_spec", "qos", "creation_time",
+           "deletion_time", "scheduled_time")
+    raw = []
+    for n, row in _rows(path, req):
+        gpus = int(_num(path, n, row, "num_gpu"))
+        milli = _num(path, n, row, "gpu_milli")
+        created = _num(path, n, row, "creation_time")
+        sched = _num(path, n, row, "scheduled_time") if row["scheduled_time"].strip() else 0.0
+        deleted = _num(path, n, row, "deletion_time") if row["deletion_time"].strip() else 0.0
+        if gpus <= 0 or deleted <= 0 or (sched <= 0 and created > 0):
+            continue  # CPU-only or never ran
+        begin = sched if sched > 0 else created
+        if deleted < begin:
+            raise DataError(f"{path}: row {n}: negative duration ({deleted:g} < {begin:g})")
+        frac = min(milli / 1000.0, 1.0) if gpus == 1 and 0 < milli < 1000 else 1.0
+        spec = tuple(dict.fromkeys(
+            t for s in row["gpu_spec"].split("|") if s.strip()
+            for t in [ALIBABA_TYPES.get(s.strip(), s.strip().lower())] if t))
+        acct = row["qos"].strip() or "none"
+        raw.append((created, max(deleted - begin, 1.0), gpus, frac, spec, acct))
+    raw.sort(key=lambda r: r[0])
+    t0 = raw[0][0] if raw else 0.0
+    out = []
+    for i, (created, dur, gpus, frac, spec, acct) in enumerate(raw, start=1):
+        out.append(TraceJob(str(i), created - t0, acct, acct, gpus, dur, frac,
+                            _draw_type(table, gpus if frac >= 1 else 1, rng), spec))
+    return out
+
+
+def load_trace(path: Path, table: ThroughputTable, rng: np.random.Generator,
+               kind: str = "auto") -> list[TraceJob]:
+    """Load any supported trace; `kind` auto-detects from the file name / header."""
+    if kind == "auto":
+        name = path.name.lower()
+        if name.endswith(".trace"):
+            kind = "gavel"
+        elif "pod_list" in name or "alibaba" in name:
+            kind = "alibaba"
+        else:
+            kind = "philly"
+    loaders = {"philly": load_philly, "gavel": load_gavel, "alibaba": load_alibaba}
+    if kind not in loaders:
+        raise DataError(f"unknown trace kind {kind!r} (known: {', '.join(sorted(loaders))})")
+    return loaders[kind](path, table, rng)
+
+
+def offered_load(jobs: Sequence[TraceJob], total_gpus: float) -> float:
+    """GPU-seconds asked (reference runtimes) / (GPUs * arrival span).
+
+    Pass the cluster's capacity in reference-GPU equivalents (see report.capacity) so that a
+    load of 1.0 means the cluster is exactly busy at median speeds. Each job's GPU-seconds
+    are clipped at the CLIP_QUANTILE of the trace (robust to a heavy tail)."""
+    if not jobs or total_gpus <= 0:
+        return 0.0
+    span = max(jobs[-1].submit_s - jobs[0].submit_s, 1.0)
+    works = np.array([j.num_gpus * j.gpu_fraction * j.duration_s for j in jobs])
+    # Philly's tail (a few jobs of weeks on many GPUs) would otherwise set the load alone and
+    # leave every other job an empty cluster: each job's work counts at most the p95 job's.
+    works = np.minimum(works, np.quantile(works, CLIP_QUANTILE))
+    return float(works.sum()) / (total_gpus * span)
+
+
+def window(jobs: Sequence[TraceJob], start: int = 0, count: int | None = None) -> list[TraceJob]:
+    """`count` consecutive jobs from index `start`, submit times shifted to begin at 0."""
+    part = list(jobs[start:None if count is None else start + count])
+    if not part:
+        return []
+    t0 = part[0].submit_s
+    return [dataclasses.replace(j, submit_s=j.submit_s - t0) for j in part]
+
+
+def tile(jobs: Sequence[TraceJob], count: int) -> list[TraceJob]:
+    """Repeat the trace back to back (each copy shifted by the span) until `count` jobs."""
+    if not jobs:
+        return []
+    span = jobs[-1].submit_s - jobs[0].submit_s + 1.0
+    out: list[TraceJob] = []
+    rep = 0
+    while len(out) < count:
+        for j in jobs:
+            if len(out) >= count:
+                break
+            out.append(dataclasses.replace(j, job_id=str(len(out) + 1), submit_s=j.submit_s + rep * span))
+        rep += 1
+    return out
+
+
+def scale_to_load(jobs: Sequence[TraceJob], total_gpus: float, load: float) -> list[TraceJob]:
+    """Compress or stretch arrival times so offered_load == `load`."""
+    current = offered_load(jobs, total_gpus)
+    if current <= 0 or load <= 0:
+        return list(jobs)
+    factor = current / load
+    return [dataclasses.replace(j, submit_s=j.submit_s * factor) for j in jobs]

@@ -1,0 +1,68 @@
+"""Cluster spec parsing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slurm_hase.errors import ConfigError
+from slurm_hase.sim.cluster import expand_names, load_cluster, uniform_cluster
+
+
+def test_expand_names() -> None:
+    assert expand_names("a100-[1-3,7]") == ["a100-1", "a100-2", "a100-3", "a100-7"]
+    assert expand_names("n[01-02]") == ["n01", "n02"]
+    with pytest.raises(ConfigError):
+        expand_names("bad-[x]")
+
+
+def test_load_cluster_ranges_counts_shares_billing(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text('''
+[[nodes]]
+name = "a100-[1-2]"
+gpu_type = "A100"
+gpus = 4
+features = ["ampere"]
+
+[[nodes]]
+count = 3
+gpu_type = "v100"
+gpus = 8
+
+[[accounts]]
+name = "physics"
+shares = 2
+
+[billing]
+a100 = 4.0
+''')
+    spec = load_cluster(p)
+    assert spec.gpus_by_type == {"a100": 8, "v100": 24}
+    assert [n.name for n in spec.nodes][:3] == ["a100-1", "a100-2", "v100-1"]
+    assert spec.nodes[0].features == ("a100", "ampere")
+    assert spec.shares == {"physics": 2.0} and spec.billing == {"a100": 4.0}
+
+
+def test_unknown_gpu_type_refused_with_close_matches(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text('[[nodes]]\nname = "x-1"\ngpu_type = "a1000"\ngpus = 4\n')
+    with pytest.raises(ConfigError, match=r"nodes\[0\]\.gpu_type.*did you mean.*a100"):
+        load_cluster(p)
+
+
+def test_bad_fields_named(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text('[[nodes]]\nname = "x-1"\ngpu_type = "t4"\ngpus = 0\n')
+    with pytest.raises(ConfigError, match="gpus"):
+        load_cluster(p)
+    p.write_text("nodes = 3 = 4\n")
+    with pytest.raises(ConfigError, match="invalid TOML"):
+        load_cluster(p)
+
+
+def test_uniform_cluster() -> None:
+    spec = uniform_cluster({"k80": 10, "v100": 8}, gpus_per_node=4)
+    assert spec.gpus_by_type == {"k80": 10, "v100": 8}
+    assert [n.gpus for n in spec.nodes if n.gpu_type == "k80"] == [4, 4, 2]

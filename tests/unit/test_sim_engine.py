@@ -1,0 +1,140 @@
+"""SimSlurm + engine: Slurm behaviour, MPS interference, determinism, the daemon cycle in the loop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from slurm_hase.errors import JobNotFoundError, SlurmCommandError
+from slurm_hase.sim.cluster import uniform_cluster
+from slurm_hase.sim.engine import SimConfig, simulate
+from slurm_hase.sim.metrics import compute
+from slurm_hase.sim.sched import SlurmConfig
+from slurm_hase.sim.simslurm import SimSlurm
+from slurm_hase.sim.throughput import ThroughputTable, load_throughputs
+from slurm_hase.sim.traces import TraceJob, load_gavel
+from slurm_hase.slurm.backend import SlurmBackend
+from slurm_hase.slurm.types import JobState, JobUpdate
+
+R50 = "ResNet-50 (batch size 64)"
+TR = "Transformer (batch size 128)"
+
+
+@pytest.fixture(scope="module")
+def table(fixtures_dir: Path) -> ThroughputTable:
+    return load_throughputs(fixtures_dir / "sim" / "gavel_throughputs_excerpt.json")
+
+
+def _job(i: int, t: float, gpus: int = 1, dur: float = 3600.0, acct: str = "a", wl: str = R50,
+         frac: float = 1.0, constraint: tuple[str, ...] = ()) -> TraceJob:
+    return TraceJob(str(i), t, acct, acct, gpus, dur, frac, wl, constraint)
+
+
+def test_constraint_respected_and_fifo_fills_config_order(table: ThroughputTable) -> None:
+    spec = uniform_cluster({"k80": 4, "v100": 4})
+    jobs = [_job(1, 0, constraint=("v100",)), _job(2, 0), _job(3, 0)]
+    res = simulate(jobs, spec, table, SimConfig(policy="fifo"))
+    placed = {j.job_id: j.gpu_type for j in res.jobs}
+    assert placed == {"1": "v100", "2": "k80", "3": "k80"}
+    assert all(j.state is JobState.COMPLETED for j in res.jobs)
+    k80 = res.jobs[1]
+    assert k80.end - k80.start == pytest.approx(k80.runtime["k80"])
+
+
+def test_backfill_does_not_delay_the_reserved_job(table: ThroughputTable) -> None:
+    spec = uniform_cluster({"v100": 4})
+    jobs = [_job(1, 0, gpus=2, dur=1000), _job(2, 1, gpus=4, dur=1000),
+            _job(3, 2, gpus=2, dur=500), _job(4, 3, gpus=2, dur=5000)]
+    res = simulate(jobs, spec, table, SimConfig(policy="fifo"))
+    by = {j.job_id: j for j in res.jobs}
+    assert by["3"].start < by["1"].end  # short job backfilled into the idle pair
+    assert by["2"].start <= by["1"].start + by["1"].time_limit + 1  # big job not pushed back
+    assert by["4"].start >= by["2"].start  # long job would have delayed it: waits
+
+
+def test_mps_sharing_slows_both_jobs_by_measured_interference(table: ThroughputTable) -> None:
+    spec = uniform_cluster({"v100": 1}, gpus_per_node=1)
+    jobs = [_job(1, 0, dur=1000, frac=0.5, wl=R50), _job(2, 0, dur=1000, frac=0.5, wl=TR)]
+    res = simulate(jobs, spec, table, SimConfig(policy="fifo"))
+    a, b = res.jobs
+    assert a.start == b.start == 0.0  # one GPU, shared
+    fa = table.pair_factor("v100", R50, TR)
+    fb = table.pair_factor("v100", TR, R50)
+    first = min(a.end, b.end)
+    assert first == pytest.approx(min(1000 / fa, 1000 / fb))
+    assert max(a.end, b.end) > 1000.0
+
+
+def test_backend_protocol_updates(table: ThroughputTable) -> None:
+    sim = SimSlurm(uniform_cluster({"k80": 4, "v100": 4}), table)
+    backend: SlurmBackend = sim  # the daemon's Protocol, checked by mypy
+    assert backend.version().startswith("sim")
+    job = sim.add(_job(1, 0), 0.0)
+    sim.update_job("1", JobUpdate(nice=50, features="v100"))
+    view = sim.jobs()[0]
+    assert view.nice == 50 and view.features == "v100" and view.pending
+    assert sim.allowed_types(job) == ("v100",)
+    with pytest.raises(SlurmCommandError, match="Invalid feature"):
+        sim.update_job("1", JobUpdate(features="h100"))
+    with pytest.raises(JobNotFoundError):
+        sim.update_job("9", JobUpdate(nice=1))
+    sim.start(job, "v100", 0.0)
+    with pytest.raises(SlurmCommandError, match="no longer pending"):
+        sim.update_job("1", JobUpdate(nice=1))
+    nodes = sim.nodes()
+    assert sum(n.gpus_alloc.get("v100", 0) for n in nodes) == 1
+    assert sim.jobs()[0].alloc_gpus == {"v100": 1}
+    assert sim.jobs() is not sim.jobs() and sim.jobs()[0] is sim.jobs()[0]  # views reused
+
+
+def test_fairshare_priority_prefers_light_accounts(table: ThroughputTable) -> None:
+    spec = uniform_cluster({"v100": 1}, gpus_per_node=1)
+    jobs = [_job(i, float(i), dur=600, acct="heavy") for i in range(1, 6)]
+    jobs.append(_job(6, 10.0, dur=600, acct="light"))
+    cfg = SimConfig(policy="fifo", slurm=SlurmConfig(calc_period_s=60))
+    res = simulate(jobs, spec, table, cfg)
+    order = [j.job_id for j in sorted(res.jobs, key=lambda j: j.start)]
+    assert order.index("6") == 1  # right after the job already running
+
+
+def _gavel_jobs(fixtures_dir: Path, table: ThroughputTable, seed: int) -> list[TraceJob]:
+    jobs = load_gavel(fixtures_dir / "sim" / "gavel_max_min_fairness_excerpt.trace", table,
+                      np.random.default_rng(seed))
+    return [TraceJob(**{**j.__dict__, "submit_s": i * 600.0}) for i, j in enumerate(jobs)]
+
+
+@pytest.mark.parametrize("policy", ["fifo", "hase", "fair", "gavel"])
+def test_every_policy_runs_through_the_daemon_cycle(policy: str, table: ThroughputTable,
+                                                    fixtures_dir: Path) -> None:
+    jobs = _gavel_jobs(fixtures_dir, table, 0)
+    spec = uniform_cluster({"k80": 8, "p100": 8, "v100": 8})
+    res = simulate(jobs, spec, table, SimConfig(policy=policy, interval_s=300))
+    m = compute(res)
+    assert m["jobs"] == len(jobs) and m["unfinished"] == 0
+    assert res.cycles > 0
+    if policy != "fifo":
+        assert res.updates > 0  # the policy's decisions reached SimSlurm through run_cycle
+
+
+def test_same_seed_same_numbers(table: ThroughputTable, fixtures_dir: Path) -> None:
+    spec = uniform_cluster({"k80": 8, "p100": 8, "v100": 8})
+    runs = []
+    for seed in (3, 3, 4):
+        res = simulate(_gavel_jobs(fixtures_dir, table, seed), spec, table,
+                       SimConfig(policy="fair", interval_s=300))
+        m = compute(res)
+        m.pop("wall_s")
+        runs.append(m)
+    assert runs[0] == runs[1]
+    assert runs[0] != runs[2]  # accounts are drawn from the seed
+
+
+def test_model_predictor_goes_through_the_daemon_estimator(table: ThroughputTable,
+                                                            fixtures_dir: Path) -> None:
+    jobs = _gavel_jobs(fixtures_dir, table, 0)
+    spec = uniform_cluster({"k80": 8, "p100": 8, "v100": 8})
+    res = simulate(jobs, spec, table, SimConfig(policy="hase", interval_s=300, predictor="model"))
+    assert res.unfinished == 0 and res.updates > 0
+    assert res.jobs[0].comment.startswith('{"hase":1')  # what hsbatch would have written

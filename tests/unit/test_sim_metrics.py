@@ -1,0 +1,27 @@
+"""Metric definitions: water-filling, Jain, Themis isolated runtime."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_hase.sim.metrics import isolated_runtime, jain, water_fill
+
+
+def test_water_fill_caps_demand_and_splits_rest_by_weight() -> None:
+    out = water_fill(10.0, {"a": 1.0, "b": 1.0, "c": 2.0}, {"a": 1.0, "b": 10.0, "c": 10.0})
+    assert out["a"] == pytest.approx(1.0)
+    assert out["b"] == pytest.approx(3.0) and out["c"] == pytest.approx(6.0)
+
+
+def test_jain() -> None:
+    assert jain([1.0, 1.0, 1.0]) == pytest.approx(1.0)
+    assert jain([1.0, 0.0]) == pytest.approx(0.5)
+
+
+def test_isolated_runtime_uses_fast_types_first() -> None:
+    cap = {"k80": 10, "v100": 10}
+    rt = {"k80": 400.0, "v100": 100.0}
+    # alone (N=1): a 1-GPU job gets a whole v100 -> its best runtime
+    assert isolated_runtime(rt, 1, 1.0, cap) == pytest.approx(100.0)
+    # N=40: 1/4 of a GPU's time on v100 and 1/4 on k80 -> rate 0.25/100 + 0.25/400
+    assert isolated_runtime(rt, 1, 40.0, cap) == pytest.approx(1 / (0.25 / 100 + 0.25 / 400))
