@@ -141,7 +141,9 @@ def simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTabl
     est = estimator if estimator is not None else OracleEstimator(sim)
     ledger = UsageLedger(config.ledger_half_life_s)
     clock = SimClock()
-    cycle_cfg = CycleConfig()
+    # As an admin would set it (templates/schedd.toml.example): one policy Nice level (10)
+    # outweighs the age + fairshare terms of the simulated multifactor priority.
+    cycle_cfg = CycleConfig(nice_scale=(slurm_cfg.weight_age + slurm_cfg.weight_fairshare) // 10 + 1)
     order = sorted(trace, key=lambda j: (j.submit_s, int(j.job_id) if j.job_id.isdigit() else 0))
     n, i = len(order), 0
     t0 = order[0].submit_s if order else 0.0
