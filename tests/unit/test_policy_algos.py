@@ -112,6 +112,41 @@ def test_fair_routes_biggest_gainer_to_a100() -> None:
     assert types["2"] == ("a100",) and types["1"] == ("t4",)
 
 
+def test_fair_shortest_first_inside_account_not_across() -> None:
+    # one account: the short job overtakes the older long one
+    long_, short = job("1", "a", 0.0, rt={"a100": 900.0, "t4": 2700.0}), job("2", "a", 1.0)
+    st = ClusterState(0.0, pools(a100=2, t4=2), [long_, short], [])
+    assert slurm_order(FairPolicy(theta=0.0).decide(st), [long_, short]) == ["2", "1"]
+    # across accounts the deficit decides, not size: the poor account's long job goes first
+    poor_long = job("3", "poor", 5.0, rt={"a100": 900.0, "t4": 2700.0})
+    st2 = ClusterState(0.0, pools(a100=2, t4=2), [short, poor_long], [],
+                       usage={"a": 1e6, "poor": 0.0})
+    assert slurm_order(FairPolicy(theta=0.0).decide(st2), [short, poor_long]) == ["3", "2"]
+
+
+def test_fair_age_credit_bounds_starvation() -> None:
+    now = 10 * 86400.0
+    old_long = job("1", "a", 0.0, rt={"a100": 3000.0, "t4": 9000.0})
+    fresh_short = job("2", "a", now, rt={"a100": 600.0, "t4": 1800.0})
+    st = ClusterState(now, pools(a100=2, t4=2), [old_long, fresh_short], [])
+    assert slurm_order(FairPolicy(theta=0.0).decide(st), [old_long, fresh_short]) == ["2", "1"]
+    aged = FairPolicy(theta=0.0, age_tau_s=86400.0).decide(st)  # 3000 / 11 < 600
+    assert slurm_order(aged, [old_long, fresh_short]) == ["1", "2"]
+
+
+def test_fair_routes_by_completion_including_wait() -> None:
+    # a100 busy for 1000 s, t4 idle: t4 (300) completes before a100 (1000 + 100)
+    run = [RunningJob("r", "b", "u", "a100", 1, 0.0, 1000.0)]
+    st = ClusterState(0.0, {"a100": GpuPool("a100", 1, 0), "t4": GpuPool("t4", 1, 1)},
+                      [job("1")], run)
+    [d] = FairPolicy(theta=0.0).decide(st)
+    assert d.gpu_types == ("t4",)
+    # tolerance admits the near-equivalent type too
+    st2 = ClusterState(0.0, pools(), [job("1", rt={"a100": 100.0, "t4": 105.0})], [])
+    assert FairPolicy(tolerance=0.1).decide(st2)[0].gpu_types == ("a100", "t4")
+    assert FairPolicy(tolerance=0.0).decide(st2)[0].gpu_types == ("a100",)
+
+
 def test_no_decision_when_nothing_changes_and_deterministic() -> None:
     pend = [job("1", "x", 0.0), job("2", "y", 1.0, rt={"a100": 100.0, "t4": 400.0})]
     st = ClusterState(0.0, pools(), pend, [], usage={"x": 10.0})
