@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import operator
+import weakref
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from slurm_hase.daemon.act import apply_updates
-from slurm_hase.daemon.safety import OwnedAttrs, plan_updates
+from slurm_hase.daemon.safety import Capacity, OwnedAttrs, lower_features, plan_updates
 from slurm_hase.policy.types import ClusterState, Decision, GpuPool, PendingJob, Policy, RunningJob
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.backend import SlurmBackend
@@ -23,7 +25,7 @@ from slurm_hase.slurm.types import Job, JobState, JobUpdate, Node
 
 __all__ = [
     "Clock", "CycleConfig", "CycleResult", "JobEstimate", "OwnedAttrs", "RuntimeEstimator",
-    "build_state", "job_in_partitions", "observe", "plan_updates", "run_cycle", "state_digest",
+    "StateCache", "build_state", "job_in_partitions", "observe", "plan_updates", "run_cycle", "state_digest",
 ]
 
 log = logging.getLogger("slurm_hase.daemon")
@@ -102,7 +104,10 @@ def job_in_partitions(job: Job, partitions: tuple[str, ...] | None) -> bool:
 
 def observe(backend: SlurmBackend, config: CycleConfig) -> tuple[list[Job], list[Node]]:
     """Jobs in managed partitions and the nodes of those partitions."""
-    jobs = [j for j in backend.jobs() if job_in_partitions(j, config.partitions)]
+    if config.partitions is None:
+        jobs = list(backend.jobs())
+    else:
+        jobs = [j for j in backend.jobs() if job_in_partitions(j, config.partitions)]
     nodes = backend.nodes()
     if config.partitions is not None:
         wanted = set(config.partitions)
@@ -113,27 +118,89 @@ def observe(backend: SlurmBackend, config: CycleConfig) -> tuple[list[Job], list
 # ----------------------------------------------------------------------------- build state
 
 
-def _pools(nodes: Sequence[Node]) -> dict[str, GpuPool]:
+class StateCache:
+    """What one caller's cycles derived last time, reused while the inputs are unchanged.
+
+    Per job: the PendingJob/RunningJob built from it (reused when the job's relevant fields,
+    the estimate and the GPU types compare equal, so it works for backends that rebuild Job
+    objects every time as well as for ones that keep them); per node list: the pools and the
+    Capacity (reused while the very same Node objects come back); per built record: its digest
+    text. Every cycle keeps only the entries it used, so the cache holds one cycle's jobs.
+    """
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+        self.summary: tuple[dict[str, GpuPool], Capacity] | None = None
+        self.pending: dict[str, tuple[tuple[object, ...], JobEstimate, tuple[str, ...],
+                                      PendingJob]] = {}
+        self.running: dict[str, tuple[tuple[object, ...], JobEstimate | None, tuple[str, ...],
+                                      float, RunningJob]] = {}
+        self.texts: dict[str, tuple[object, str]] = {}  # job id -> (record, repr of its key)
+        self.types: tuple[str, ...] = ()
+
+
+_CACHES: weakref.WeakKeyDictionary[object, StateCache] = weakref.WeakKeyDictionary()
+
+
+def _cache_for(backend: object) -> StateCache:
+    """The StateCache of `backend` (a fresh one when the backend cannot be weakly keyed)."""
+    try:
+        cache = _CACHES.get(backend)
+        if cache is None:
+            cache = _CACHES[backend] = StateCache()
+    except TypeError:
+        return StateCache()
+    return cache
+
+
+def _summarize(nodes: Sequence[Node]) -> tuple[dict[str, GpuPool], Capacity]:
+    """GPU pools and feature Capacity of usable nodes, in one pass."""
     acc: dict[str, list[int]] = {}  # type -> [total, free, nodes, max_per_node, mps_total]
+    cap = Capacity()
     for node in nodes:
         if not node.usable:
             continue
-        for raw_type, count in node.gpus.items():
+        feats: frozenset[str] | None = None
+        gpus = node.gpus
+        for raw_type, count in gpus.items():
             gtype = raw_type.lower()
             if not gtype or count <= 0:
                 continue
             free = max(count - node.gpus_alloc.get(raw_type, 0), 0)
-            entry = acc.setdefault(gtype, [0, 0, 0, 0, 0])
+            entry = acc.get(gtype)
+            if entry is None:
+                entry = acc[gtype] = [0, 0, 0, 0, 0]
             entry[0] += count
             entry[1] += free
             entry[2] += 1
-            entry[3] = max(entry[3], count)
-            entry[4] += node.mps_total if len(node.gpus) == 1 else 0
+            if count > entry[3]:
+                entry[3] = count
+            entry[4] += node.mps_total if len(gpus) == 1 else 0
+            if feats is None:
+                feats = lower_features(node.features)
+            if gtype in feats:
+                cap.add(node.partitions, gtype, count)
     pools = {}
     for gtype, (total, free, n_nodes, per_node, mps_total) in sorted(acc.items()):
         mps_cap = max(mps_total // total, 1) if mps_total else 100
         pools[gtype] = GpuPool(gtype, total, free, n_nodes, per_node, mps_cap)
-    return pools
+    return pools, cap
+
+
+def _node_summary(nodes: Sequence[Node], cache: StateCache | None
+                  ) -> tuple[dict[str, GpuPool], Capacity]:
+    if cache is None:
+        return _summarize(nodes)
+    prev = cache.nodes
+    if (cache.summary is None or len(prev) != len(nodes)
+            or not all(map(operator.is_, prev, nodes))):
+        cache.summary = _summarize(nodes)
+        cache.nodes = list(nodes)
+    return cache.summary
+
+
+def _pools(nodes: Sequence[Node]) -> dict[str, GpuPool]:
+    return _summarize(nodes)[0]
 
 
 def _gpu_shape(job: Job) -> tuple[int, float]:
@@ -163,52 +230,137 @@ def build_state(
     shares: Mapping[str, float],
     now: float,
     config: CycleConfig,
+    *,
+    cache: StateCache | None = None,
 ) -> ClusterState:
-    """The policy's view: GPU pools, estimated pending jobs, running jobs, usage, shares."""
-    pools = _pools(nodes)
+    """The policy's view: GPU pools, estimated pending jobs, running jobs, usage, shares.
+
+    With `cache` (the same object every cycle), records of unchanged jobs are reused; the
+    estimator is still asked about every job, exactly as without it.
+    """
+    return _build_state(jobs, nodes, estimator, ledger_usage, shares, now, config, cache)[0]
+
+
+def _build_state(
+    jobs: Sequence[Job],
+    nodes: Sequence[Node],
+    estimator: RuntimeEstimator,
+    ledger_usage: Mapping[str, float],
+    shares: Mapping[str, float],
+    now: float,
+    config: CycleConfig,
+    cache: StateCache | None,
+) -> tuple[ClusterState, frozenset[str], dict[str, int]]:
+    """build_state, and (as _pending_summary of the jobs in managed partitions) in the same pass
+    the ids of pending jobs and their count by asked type."""
+    all_pools, _ = _node_summary(nodes, cache)
     if config.gpu_types is not None:
-        pools = {t: p for t, p in pools.items() if t in config.gpu_types}
+        pools = {t: p for t, p in all_pools.items() if t in config.gpu_types}
+    else:
+        pools = dict(all_pools)
     types = tuple(pools)
+    if cache is not None:
+        if cache.types == types:
+            types = cache.types  # the same object cycle after cycle: identity checks hit
+        else:
+            cache.types = types
     pending: list[PendingJob] = []
     running: list[RunningJob] = []
+    old_p = cache.pending if cache is not None else {}
+    old_r = cache.running if cache is not None else {}
+    new_p: dict[str, tuple[tuple[object, ...], JobEstimate, tuple[str, ...], PendingJob]] = {}
+    new_r: dict[str, tuple[tuple[object, ...], JobEstimate | None, tuple[str, ...], float,
+                           RunningJob]] = {}
+    pending_ids: list[str] = []
+    by_type: dict[str, int] = {}
+    partitions = config.partitions
+    pending_state, running_state = JobState.PENDING, JobState.RUNNING
+    estimate = estimator.estimate
     for job in jobs:
-        if not job_in_partitions(job, config.partitions):
+        if partitions is not None and not job_in_partitions(job, partitions):
             continue
-        if job.state is JobState.PENDING:
-            if job.held or job.gpu is None:
+        state = job.state
+        if state is pending_state:
+            pending_ids.append(job.job_id)
+            gpu = job.gpu
+            if gpu is not None:
+                tkey = (gpu.gpu_type or job.features or "").lower()
+                by_type[tkey] = by_type.get(tkey, 0) + 1
+            if job.held or gpu is None:
                 continue
-            num, frac = _gpu_shape(job)
-            if num <= 0:
-                continue
-            est = estimator.estimate(job, types)
-            if est is None:
-                continue
+            sub = job.submit_time
+            key = (job.account, job.user, sub, now if sub is None else None, gpu, job.nice,
+                   job.features)
+            pe = old_p.get(job.job_id)
+            if pe is not None and pe[0] == key:
+                est = estimate(job, types)  # the same gpu asked before: num > 0
+                if est is None:
+                    continue
+                if (est is pe[1] or est == pe[1]) and (pe[2] is types or pe[2] == types):
+                    pending.append(pe[3])
+                    new_p[job.job_id] = (key, est, types, pe[3])  # newest objects: `is` hits
+                    continue
+                num, frac = _gpu_shape(job)
+            else:
+                num, frac = _gpu_shape(job)
+                if num <= 0:
+                    continue
+                est = estimate(job, types)
+                if est is None:
+                    continue
             runtimes = {t: float(r) for t, r in est.runtime_s.items() if t in pools and r > 0}
             if not runtimes:
                 continue
-            pinned = job.gpu.gpu_type.lower() if job.gpu.gpu_type else None
-            pending.append(PendingJob(
+            pinned = gpu.gpu_type.lower() if gpu.gpu_type else None
+            pj = PendingJob(
                 job_id=job.job_id, account=job.account, user=job.user,
-                submit_time=float(job.submit_time if job.submit_time is not None else now),
+                submit_time=float(sub if sub is not None else now),
                 num_gpus=num, runtime_s=runtimes, gpu_fraction=frac,
                 mps_slowdown=dict(est.mps_slowdown), pinned_type=pinned, nice=job.nice,
                 features=job.features, memory_gb=est.memory_gb,
-            ))
-        elif job.state is JobState.RUNNING and job.alloc_gpus:
-            running.append(_running(job, pools, estimator, now))
-    return ClusterState(now=now, pools=pools, pending=pending, running=running,
-                        shares=dict(shares), usage=dict(ledger_usage))
+            )
+            pending.append(pj)
+            new_p[job.job_id] = (key, est, types, pj)
+        elif state is running_state and job.alloc_gpus:
+            est_r = estimate(job, types) if pools else None
+            start_t = job.start_time
+            rkey = (job.account, job.user, start_t, now if start_t is None else None,
+                    job.time_limit_s, job.gpu, job.alloc_gpus)
+            re_ = old_r.get(job.job_id)
+            if (re_ is not None and re_[0] == rkey and re_[2] == types
+                    and (est_r is re_[1] or est_r == re_[1])):
+                expected, rj = re_[3], re_[4]
+                end = max(expected, now)
+                if rj.expected_end != end:
+                    rj = replace(rj, expected_end=end)
+                re_ = (rkey, est_r, types, expected, rj)
+            else:
+                expected, rj = _running_est(job, pools, est_r, now)
+                re_ = (rkey, est_r, types, expected, rj)
+            running.append(rj)
+            new_r[job.job_id] = re_
+    if cache is not None:
+        cache.pending, cache.running = new_p, new_r
+    state_out = ClusterState(now=now, pools=pools, pending=pending, running=running,
+                             shares=dict(shares), usage=dict(ledger_usage))
+    return state_out, frozenset(pending_ids), by_type
 
 
 def _running(job: Job, pools: Mapping[str, GpuPool], estimator: RuntimeEstimator,
              now: float) -> RunningJob:
+    est = estimator.estimate(job, tuple(pools)) if pools else None
+    return _running_est(job, pools, est, now)[1]
+
+
+def _running_est(job: Job, pools: Mapping[str, GpuPool], est: JobEstimate | None,
+                 now: float) -> tuple[float, RunningJob]:
+    """(expected end before clamping to now, the RunningJob)."""
     gtype = _running_type(job, pools)
     num = sum(c for c in job.alloc_gpus.values() if c > 0)
     _, frac = _gpu_shape(job)
     start = float(job.start_time if job.start_time is not None else now)
     speed = 1.0
     expected = start + DEFAULT_RUNTIME_S
-    est = estimator.estimate(job, tuple(pools)) if pools else None
     if est is not None and est.runtime_s.get(gtype, 0.0) > 0:
         here = est.runtime_s[gtype]
         best = min((r for r in est.runtime_s.values() if r > 0), default=here)
@@ -218,18 +370,43 @@ def _running(job: Job, pools: Mapping[str, GpuPool], estimator: RuntimeEstimator
         expected = start + job.time_limit_s
     if job.time_limit_s:
         expected = min(expected, start + job.time_limit_s)
-    return RunningJob(job_id=job.job_id, account=job.account, user=job.user, gpu_type=gtype,
-                      num_gpus=max(num, 1), start_time=start, expected_end=max(expected, now),
-                      gpu_fraction=frac, relative_speed=speed)
+    return expected, RunningJob(
+        job_id=job.job_id, account=job.account, user=job.user, gpu_type=gtype,
+        num_gpus=max(num, 1), start_time=start, expected_end=max(expected, now),
+        gpu_fraction=frac, relative_speed=speed)
 
 
-def state_digest(state: ClusterState) -> str:
-    """A short stable digest of a policy's inputs (recorded with every cycle)."""
-    payload = (state.now, sorted(state.pools.items()), sorted(state.shares.items()),
-               sorted(state.usage.items()), [_pending_key(p) for p in state.pending],
-               [(r.job_id, r.gpu_type, r.num_gpus, r.gpu_fraction, r.start_time, r.expected_end,
-                 r.relative_speed) for r in state.running])
-    return hashlib.sha1(repr(payload).encode(), usedforsecurity=False).hexdigest()[:16]
+def state_digest(state: ClusterState, cache: StateCache | None = None) -> str:
+    """A short stable digest of a policy's inputs (recorded with every cycle).
+
+    The sha1 of repr((now, pools, shares, usage, pending keys, running keys)); with `cache`
+    the repr of each job's key is kept between cycles, so only the join and the hash are O(n).
+    """
+    old = cache.texts if cache is not None else {}
+    new: dict[str, tuple[object, str]] = {}
+    pend = []
+    for p in state.pending:
+        e = old.get(p.job_id)
+        if e is None or e[0] is not p:
+            e = (p, repr(_pending_key(p)))
+        new[p.job_id] = e
+        pend.append(e[1])
+    run = []
+    for r in state.running:
+        e = old.get(r.job_id)
+        if e is None or e[0] is not r:
+            e = (r, repr((r.job_id, r.gpu_type, r.num_gpus, r.gpu_fraction, r.start_time,
+                          r.expected_end, r.relative_speed)))
+        new[r.job_id] = e
+        run.append(e[1])
+    if cache is not None:
+        cache.texts = new
+    # exactly repr() of the 6-tuple (lists of reprs joined as repr(list) does)
+    text = "".join((
+        "(", repr(state.now), ", ", repr(sorted(state.pools.items())), ", ",
+        repr(sorted(state.shares.items())), ", ", repr(sorted(state.usage.items())), ", [",
+        ", ".join(pend), "], [", ", ".join(run), "])"))
+    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:16]
 
 
 def _pending_key(p: PendingJob) -> tuple[object, ...]:
@@ -238,9 +415,11 @@ def _pending_key(p: PendingJob) -> tuple[object, ...]:
             p.memory_gb)
 
 
-def job_digest(p: PendingJob) -> str:
+def job_digest(p: PendingJob, cache: StateCache | None = None) -> str:
     """Digest of one pending job's policy inputs."""
-    return hashlib.sha1(repr(_pending_key(p)).encode(), usedforsecurity=False).hexdigest()[:16]
+    e = cache.texts.get(p.job_id) if cache is not None else None
+    text = e[1] if e is not None and e[0] is p else repr(_pending_key(p))
+    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:16]
 
 
 # ----------------------------------------------------------------------------- act
@@ -266,22 +445,27 @@ def run_cycle(
     """
     started = clock.now()
     jobs, nodes = observe(backend, config)
-    state = build_state(jobs, nodes, estimator, {}, shares, started, config)
+    cache = _cache_for(backend)
+    # jobs are in managed partitions already (observe), so the summary covers all of them
+    state, pending_ids, by_type = _build_state(jobs, nodes, estimator, {}, shares, started,
+                                               config, cache)
     ledger.observe(state.running, started)
     state = replace(state, usage=ledger.usage())
     decisions = policy.decide(state)
     skipped: list[tuple[str, str]] = []
+    capacity = cache.summary[1] if cache.summary is not None else None
     planned = plan_updates(decisions, jobs, nodes=nodes, owned=owned, skipped=skipped,
                            nice_min_delta=config.nice_min_delta, nice_limit=config.nice_limit,
-                           nice_quantum=config.nice_quantum, nice_scale=config.nice_scale)
-    by_id = {p.job_id: p for p in state.pending}
+                           nice_quantum=config.nice_quantum, nice_scale=config.nice_scale,
+                           capacity=capacity)
+    by_id = {p.job_id: p for p in state.pending} if planned else {}
     result = CycleResult(
         decisions=decisions, applied=[], skipped=skipped, errors=[], started=started,
-        duration_s=0.0, planned=planned, inputs_digest=state_digest(state),
-        job_digests={jid: job_digest(by_id[jid]) for jid, _ in planned if jid in by_id},
-        pending_by_type=_pending_by_type(jobs), pending=len(state.pending),
+        duration_s=0.0, planned=planned, inputs_digest=state_digest(state, cache),
+        job_digests={jid: job_digest(by_id[jid], cache) for jid, _ in planned if jid in by_id},
+        pending_by_type=by_type, pending=len(state.pending),
         running=len(state.running),
-        pending_ids=frozenset(j.job_id for j in jobs if j.state is JobState.PENDING),
+        pending_ids=pending_ids,
     )
     if not config.dry_run:
         _apply(backend, planned, result, owned, config)
@@ -312,9 +496,19 @@ def _apply(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate]], resu
 
 
 def _pending_by_type(jobs: Sequence[Job]) -> dict[str, int]:
+    return _pending_summary(jobs)[1]
+
+
+def _pending_summary(jobs: Sequence[Job]) -> tuple[frozenset[str], dict[str, int]]:
+    """Ids of pending jobs, and their count by asked GPU type/constraint ("" = neither)."""
+    ids = []
     out: dict[str, int] = {}
+    pending = JobState.PENDING
     for job in jobs:
-        if job.state is JobState.PENDING and job.gpu is not None:
-            key = (job.gpu.gpu_type or job.features or "").lower()
-            out[key] = out.get(key, 0) + 1
-    return out
+        if job.state is pending:
+            ids.append(job.job_id)
+            gpu = job.gpu
+            if gpu is not None:
+                key = (gpu.gpu_type or job.features or "").lower()
+                out[key] = out.get(key, 0) + 1
+    return frozenset(ids), out

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from slurm_hase.policy.types import Decision
 from slurm_hase.slurm.types import Job, JobState, JobUpdate, Node
@@ -28,6 +29,7 @@ class OwnedAttrs:
     features: str | None = None
 
 
+@lru_cache(maxsize=4096)
 def feature_set(features: str) -> frozenset[str] | None:
     """Alternatives of a plain OR-list ("a100|v100" -> {a100, v100}); None if not that shape."""
     text = features.strip()
@@ -38,6 +40,12 @@ def feature_set(features: str) -> frozenset[str] | None:
     return frozenset(t.lower() for t in text.split("|"))
 
 
+@lru_cache(maxsize=4096)
+def lower_features(features: tuple[str, ...]) -> frozenset[str]:
+    """A node's Features, lower case."""
+    return frozenset(f.lower() for f in features)
+
+
 def _parts(job: Job) -> tuple[str, ...]:
     return tuple(p for p in job.partition.split(",") if p)
 
@@ -45,22 +53,27 @@ def _parts(job: Job) -> tuple[str, ...]:
 class Capacity:
     """Which GPU types usable nodes can offer, by partition, through node Features."""
 
-    def __init__(self, nodes: Iterable[Node]) -> None:
+    def __init__(self, nodes: Iterable[Node] = ()) -> None:
         # (partition or "*", type) -> (max GPUs on one node, total GPUs)
         self._cap: dict[tuple[str, str], tuple[int, int]] = {}
         self.types: set[str] = set()
         for node in nodes:
             if not node.usable:
                 continue
-            feats = {f.lower() for f in node.features}
+            feats = lower_features(node.features)
             for raw, count in node.gpus.items():
                 gtype = raw.lower()
                 if not gtype or count <= 0 or gtype not in feats:
                     continue
-                self.types.add(gtype)
-                for part in (*node.partitions, "*"):
-                    per, tot = self._cap.get((part, gtype), (0, 0))
-                    self._cap[(part, gtype)] = (max(per, count), tot + count)
+                self.add(node.partitions, gtype, count)
+
+    def add(self, partitions: Iterable[str], gtype: str, count: int) -> None:
+        """Count `count` GPUs of `gtype` on one usable node of `partitions` (Features has gtype)."""
+        self.types.add(gtype)
+        cap = self._cap
+        for part in (*partitions, "*"):
+            per, tot = cap.get((part, gtype), (0, 0))
+            cap[(part, gtype)] = (max(per, count), tot + count)
 
     def satisfies(self, job: Job, gtype: str) -> bool:
         """Could some usable node(s) of the job's partitions run it under Features=gtype?"""
@@ -104,15 +117,23 @@ def plan_updates(
     nice_limit: int = 10_000,
     nice_quantum: int = 1,
     nice_scale: int = 1,
+    capacity: Capacity | None = None,
 ) -> list[tuple[str, JobUpdate]]:
     """Safe, non-empty updates for `decisions`, in decision order.
 
-    Without `nodes` no Features change is planned (satisfiability cannot be checked). Reasons
-    for refused parts go to `skipped` (job id, reason) when given.
+    Without `nodes` (or `capacity`, the same nodes' Capacity computed by the caller) no Features
+    change is planned (satisfiability cannot be checked). Reasons for refused parts go to
+    `skipped` (job id, reason) when given.
     """
     notes: list[tuple[str, str]] = skipped if skipped is not None else []
+    if not decisions:
+        return []
     by_id = {j.job_id: j for j in jobs}
-    cap = Capacity(nodes) if nodes is not None else None
+    cap = capacity
+    if cap is None and nodes is not None:
+        # only a Features decision looks at capacity: a Nice-only cycle skips the node pass
+        wants = any(dec.gpu_types is not None for dec in decisions)
+        cap = Capacity(nodes) if wants else Capacity()
     known = cap.types if cap is not None else set()
     owned_known = owned is not None
     seen: set[str] = set()

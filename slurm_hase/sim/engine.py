@@ -40,13 +40,13 @@ class OracleEstimator:
 
     def __init__(self, sim: SimSlurm) -> None:
         self.sim = sim
-        self._cache: dict[tuple[str, tuple[str, ...]], JobEstimate] = {}
+        # job id -> (GPU types asked for, estimate): the types rarely change, one slot is enough
+        self._cache: dict[str, tuple[tuple[str, ...], JobEstimate]] = {}
 
     def estimate(self, job: Job, gpu_types: Sequence[str]) -> JobEstimate | None:
-        key = (job.job_id, tuple(gpu_types))
-        hit = self._cache.get(key)
-        if hit is not None:
-            return hit
+        hit = self._cache.get(job.job_id)
+        if hit is not None and (hit[0] is gpu_types or hit[0] == tuple(gpu_types)):
+            return hit[1]
         sj = self.sim.jobs_by_id.get(job.job_id)
         if sj is None:
             return None
@@ -55,7 +55,7 @@ class OracleEstimator:
         if sj.trace.gpu_fraction < 1.0:
             slow = {t: self.sim.table.mean_slowdown(t, sj.trace.workload) for t in runtimes}
         est = JobEstimate(runtime_s=runtimes, mps_slowdown=slow)
-        self._cache[key] = est
+        self._cache[job.job_id] = (tuple(gpu_types), est)
         return est
 
 

@@ -67,6 +67,10 @@ class SimJob:
     version: int = 0
     view: Job | None = None
     comment: str = ""
+    # memos (performance only): allowed_types for (features, pinned); GpuRequest for pinned
+    allowed_for: tuple[str, str | None] | None = None
+    allowed: tuple[str, ...] = ()
+    req: GpuRequest | None = None
 
     @property
     def job_id(self) -> str:
@@ -133,6 +137,9 @@ class SimSlurm:
 
     def allowed_types(self, job: SimJob) -> tuple[str, ...]:
         """GPU types whose nodes satisfy the job's Features OR-list and pinned type."""
+        memo = job.allowed_for
+        if memo is not None and memo[0] is job.features and memo[1] is job.pinned:
+            return job.allowed
         key = (job.features, job.pinned)
         hit = self._allowed_cache.get(key)
         if hit is None:
@@ -145,7 +152,9 @@ class SimSlurm:
             hit = tuple(t for t in self.type_order if t in ok)
             self._allowed_cache[key] = hit
         # a type without a measured throughput for this workload cannot run it (e.g. memory)
-        return tuple(t for t in hit if job.runtime[t] < math.inf)
+        job.allowed = tuple(t for t in hit if job.runtime[t] < math.inf)
+        job.allowed_for = key
+        return job.allowed
 
     def fits_now(self, job: SimJob, gtype: str) -> bool:
         """Whether `job` could start on `gtype` right now."""
@@ -307,11 +316,16 @@ class SimSlurm:
 
     def _view(self, job: SimJob) -> Job:
         tj = job.trace
+        req = job.req
+        if req is None or req.gpu_type != job.pinned:
+            if tj.gpu_fraction < 1.0:
+                req = GpuRequest(0, job.pinned, "node", int(round(tj.gpu_fraction * 100)))
+            else:
+                req = GpuRequest(tj.num_gpus, job.pinned, "job")
+            job.req = req
         if tj.gpu_fraction < 1.0:
-            req = GpuRequest(0, job.pinned, "node", int(round(tj.gpu_fraction * 100)))
             tres = f"gres/mps:{req.mps}"
         else:
-            req = GpuRequest(tj.num_gpus, job.pinned, "job")
             tres = f"gres/gpu:{job.pinned + ':' if job.pinned else ''}{tj.num_gpus}"
         running = job.state is JobState.RUNNING
         return Job(

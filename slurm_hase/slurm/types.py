@@ -82,6 +82,11 @@ class Job:
         return self.state is JobState.PENDING
 
 
+# Node states and flags that make a node unusable for new work.
+_UNUSABLE = frozenset({"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "INVAL", "NOT_RESPONDING",
+                       "UNKNOWN"})
+
+
 @dataclass(frozen=True)
 class Node:
     """A compute node with its GPUs by type."""
@@ -100,8 +105,7 @@ class Node:
 
     @property
     def usable(self) -> bool:
-        bad = {"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "INVAL", "NOT_RESPONDING", "UNKNOWN"}
-        return self.state not in bad and not (set(self.state_flags) & bad)
+        return self.state not in _UNUSABLE and _UNUSABLE.isdisjoint(self.state_flags)
 
 
 @dataclass(frozen=True)

@@ -194,3 +194,73 @@ def test_batched_updates_same_outcomes(lists: bool) -> None:
     assert sorted(j for j, _ in res.applied) == ["1", "2", "4", "5", "6", "7"]
     assert [j for j, _ in res.skipped] == ["3"] and res.errors == []
     assert {j: u.nice for j, u in res.applied} == {j: 5 + 10 * (int(j) % 2) for j, _ in res.applied}
+
+
+def _reference_digest(state: ClusterState) -> str:
+    """state_digest as first written: sha1 of repr() of the whole payload."""
+    import hashlib
+
+    from slurm_hase.daemon.cycle import _pending_key
+
+    payload = (state.now, sorted(state.pools.items()), sorted(state.shares.items()),
+               sorted(state.usage.items()), [_pending_key(p) for p in state.pending],
+               [(r.job_id, r.gpu_type, r.num_gpus, r.gpu_fraction, r.start_time, r.expected_end,
+                 r.relative_speed) for r in state.running])
+    return hashlib.sha1(repr(payload).encode(), usedforsecurity=False).hexdigest()[:16]
+
+
+def test_cached_build_state_and_digest_match_uncached() -> None:
+    from dataclasses import replace as dreplace
+
+    from slurm_hase.daemon.cycle import StateCache, job_digest, state_digest
+
+    cache = StateCache()
+    cfg = CycleConfig(partitions=("gpu",))
+    nodes = [*NODES[:3]]
+    rounds = [
+        [pjob("1"), pjob("2", typed="a100"), rjob("9", "v100")],
+        [pjob("1"), pjob("2", typed="a100"), rjob("9", "v100")],  # same objects rebuilt
+        [pjob("1", nice=30), pjob("2", typed="a100", features="x"), rjob("9", "v100")],
+        [pjob("1", nice=30), dreplace(pjob("3"), submit_time=None), rjob("9", "t4")],
+        [],
+        [pjob("1", nice=30)],
+    ]
+    now = 1000.0
+    for jobs in rounds:
+        for nodes_now in (nodes, [*nodes[:2], gpu_node("t1", "t4", state="DOWN")]):
+            est_a, est_b = TableEstimator(), TableEstimator()
+            plain = build_state(jobs, nodes_now, est_a, {"b": 1.5}, {"a": 2.0}, now, cfg)
+            cached = build_state(jobs, nodes_now, est_b, {"b": 1.5}, {"a": 2.0}, now, cfg,
+                                 cache=cache)
+            assert cached == plain
+            assert est_a.calls == est_b.calls  # the estimator is asked exactly as often
+            assert state_digest(cached, cache) == state_digest(plain) == _reference_digest(plain)
+            assert state_digest(cached, cache) == _reference_digest(cached)  # warm texts
+            for p in cached.pending:
+                assert job_digest(p, cache) == job_digest(p)
+            now += 5000.0  # running jobs overrun their expected end: expected_end follows now
+
+
+def test_running_job_reused_only_while_inputs_match() -> None:
+    from slurm_hase.daemon.cycle import StateCache
+
+    cache = StateCache()
+    cfg = CycleConfig(partitions=("gpu",))
+    job = rjob("9", "v100")
+    first = build_state([job], NODES, TableEstimator(), {}, {}, 1000.0, cfg, cache=cache)
+    again = build_state([job], NODES, TableEstimator(), {}, {}, 1010.0, cfg, cache=cache)
+    assert again.running[0] is first.running[0]
+    moved = Job(**{**job.__dict__, "start_time": 950})
+    later = build_state([moved], NODES, TableEstimator(), {}, {}, 1010.0, cfg, cache=cache)
+    assert later.running[0].start_time == 950.0 and later.running[0].expected_end == 950 + 200.0
+
+
+def test_run_cycle_result_same_with_fresh_and_warm_cache() -> None:
+    fb = FakeBackend([pjob("1"), pjob("2"), rjob("9", "v100")], NODES)
+    pol = Scripted([Decision("1", nice=50, gpu_types=("a100", "v100")), Decision("2", nice=10)])
+    res = run(fb, pol, dry_run=True)
+    res2 = run(fb, pol, dry_run=True)
+    assert res2.planned == res.planned and res2.inputs_digest == res.inputs_digest
+    assert res2.job_digests == res.job_digests and res2.pending_ids == res.pending_ids
+    assert res.pending_by_type == {"": 2}
+    assert res.inputs_digest == _reference_digest(pol.seen[0])

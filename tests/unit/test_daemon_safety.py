@@ -116,3 +116,23 @@ def test_nice_scale_multiplies_and_widens_the_limit() -> None:
     out = plan_updates([Decision("1", nice=10), Decision("2", nice=10_000)], [job("1"), job("2")],
                        nodes=NODES, nice_scale=1100)
     assert out == [("1", JobUpdate(nice=11_000)), ("2", JobUpdate(nice=11_000_000))]
+
+
+def test_capacity_given_equals_built_from_nodes() -> None:
+    from slurm_hase.daemon.cycle import _summarize
+    from slurm_hase.daemon.safety import Capacity
+
+    nodes = [gpu_node("a1", "a100"), gpu_node("v1", "v100", partition="other"),
+             gpu_node("d1", "t4", state="DOWN")]
+    built = Capacity(nodes)
+    _, shared = _summarize(nodes)
+    assert shared.types == built.types == {"a100", "v100"}
+    assert shared._cap == built._cap
+    job = Job(job_id="1", name="n", user="u", account="a", partition="gpu",
+              state=JobState.PENDING, gpu=GpuRequest(1, None, "job"))
+    decs = [Decision("1", gpu_types=("v100", "a100", "t4"))]
+    notes_a: list[tuple[str, str]] = []
+    notes_b: list[tuple[str, str]] = []
+    assert (plan_updates(decs, [job], nodes=nodes, skipped=notes_a)
+            == plan_updates(decs, [job], nodes=nodes, capacity=shared, skipped=notes_b))
+    assert notes_a == notes_b and notes_a
