@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,3 +24,18 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+@pytest.fixture()
+def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Run in UTC: the Slurm captures were taken on UTC machines and text timestamps are local."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def slurm_capture(fixtures: Path, version: str, name: str) -> str:
+    """A real captured Slurm output file from tests/fixtures/slurm/<version>/."""
+    return (fixtures / "slurm" / version / name).read_text()

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.runner import CommandResult
 from slurm_hase.slurm.types import JobUpdate
+from tests.conftest import slurm_capture
 
 
 class FakeRunner:
@@ -39,17 +39,11 @@ class FakeRunner:
         return CommandResult(key, rc, out, err)
 
 
-@pytest.fixture(autouse=True)
-def _utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")
 
 
 def cap(fixtures_dir: Path, version: str, name: str) -> str:
-    return (fixtures_dir / "slurm" / version / name).read_text()
+    return slurm_capture(fixtures_dir, version, name)
 
 
 def ok(out: str) -> tuple[int, str, str]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,22 +14,16 @@ from slurm_hase.slurm.parse_json_sacct import parse_sacct_json
 from slurm_hase.slurm.parse_sacct_text import parse_sacct_parsable
 from slurm_hase.slurm.parse_text import parse_scontrol_jobs, parse_scontrol_nodes
 from slurm_hase.slurm.types import AccountingRecord, GpuRequest, Job, JobState, Node
+from tests.conftest import slurm_capture
 
 VERSIONS = ("22.05", "24.11")
 
 
-@pytest.fixture(autouse=True)
-def _utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The captures were taken on UTC machines; text timestamps are local time."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")
 
 
 def cap(fixtures_dir: Path, version: str, name: str) -> str:
-    return (fixtures_dir / "slurm" / version / name).read_text()
+    return slurm_capture(fixtures_dir, version, name)
 
 
 def by_name(jobs: list[Job]) -> dict[str, Job]:

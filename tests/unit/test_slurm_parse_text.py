@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,19 +19,13 @@ from slurm_hase.slurm.parse_text import (
     parse_scontrol_partitions,
     parse_version,
 )
+from tests.conftest import slurm_capture
 
-
-@pytest.fixture(autouse=True)
-def _utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")
 
 
 def cap(fixtures_dir: Path, version: str, name: str) -> str:
-    return (fixtures_dir / "slurm" / version / name).read_text()
+    return slurm_capture(fixtures_dir, version, name)
 
 
 def test_versions(fixtures_dir: Path) -> None:
