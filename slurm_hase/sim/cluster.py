@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,8 +29,7 @@ from typing import Any
 
 from slurm_hase.errors import ConfigError, UnknownGpuError
 from slurm_hase.predict.catalog import resolve_gpu
-
-_RANGE = re.compile(r"^(?P<pre>[^\[\]]*)\[(?P<body>[0-9,\-]+)\](?P<post>[^\[\]]*)$")
+from slurm_hase.slurm import hostlist
 
 
 @dataclass(frozen=True)
@@ -67,21 +65,11 @@ class ClusterSpec:
 
 
 def expand_names(expr: str) -> list[str]:
-    """Slurm hostlist for one bracket: "a100-[1-3,7]" -> a100-1, a100-2, a100-3, a100-7."""
-    m = _RANGE.match(expr.strip())
-    if not m:
-        if "[" in expr or "]" in expr:
-            raise ConfigError(f"bad node name expression {expr!r}")
-        return [expr.strip()]
-    out = []
-    for part in m["body"].split(","):
-        lo, _, hi = part.partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
-            raise ConfigError(f"bad node range {part!r} in {expr!r}")
-        width = len(lo) if lo.startswith("0") else 0
-        for i in range(int(lo), int(hi or lo) + 1):
-            out.append(f"{m['pre']}{str(i).zfill(width)}{m['post']}")
-    return out
+    """Slurm hostlist: "a100-[1-3,7]" -> a100-1, a100-2, a100-3, a100-7 (ConfigError if bad)."""
+    try:
+        return hostlist.expand(expr)
+    except ValueError as exc:
+        raise ConfigError(f"bad node name expression {expr!r}: {exc}") from exc
 
 
 def canonical_type(name: str, where: str) -> str:
