@@ -91,7 +91,9 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
                     nice_min_delta=cfg.nice_min_delta, nice_quantum=cfg.nice_quantum,
                     nice_scale=cfg.nice_scale,
                     gpu_types=cfg.gpu_types,
-                    update_workers=cfg.update_workers, batch_updates=cfg.batch_updates),
+                    update_workers=cfg.update_workers, batch_updates=cfg.batch_updates,
+                    requeue=cfg.requeue, requeue_max=cfg.requeue_max,
+                    requeue_min_run_s=cfg.requeue_min_run_s),
         LoopSettings(cfg.interval_s, cfg.backoff_s, cfg.backoff_max_s, cfg.half_life_s),
         shares=cfg.shares, metrics=metrics)
     stop = {"flag": False}

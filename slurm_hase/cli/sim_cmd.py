@@ -43,12 +43,19 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("sim-out"),
               show_default=True)
+@click.option("--checkpoint-share", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
+              help="Share of jobs that opt in to checkpoint + requeue (turns requeue on).")
+@click.option("--requeue-overhead", type=click.FloatRange(0.0), default=120.0, show_default=True,
+              help="Seconds of work a checkpoint restart costs a requeued job.")
+@click.option("--hsbatch-slack", type=click.FloatRange(0.0), default=0.0, show_default=True,
+              help="Jobs are submitted with hsbatch at this HASE_SPEED_SLACK (0 = plain sbatch).")
 @click.option("--plots/--no-plots", default=True, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png", show_default=True)
 def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str, policy: str,
              knob: tuple[str, ...], predictor: str, interval: float, start: int,
              count: int | None, tile_to: int | None, load: float | None, seed: int,
-             data_dir: Path | None, out: Path, plots: bool, fmt: str) -> None:
+             data_dir: Path | None, out: Path, checkpoint_share: float, requeue_overhead: float,
+             hsbatch_slack: float, plots: bool, fmt: str) -> None:
     """Replay a real trace through POLICY on a simulated Slurm and write metrics and plots."""
     from slurm_hase.sim.cluster import load_cluster, uniform_cluster
     from slurm_hase.sim.engine import SimConfig
@@ -73,7 +80,9 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str, 
     table = throughput_table(data)
     setup = TraceSetup(resolve_trace(trace, data), trace_kind, start, count, tile_to, load, seed)
     jobs = prepare_trace(setup, table, spec)
-    config = SimConfig(policy=policy, knobs=_knobs(knob), interval_s=interval, predictor=predictor)
+    config = SimConfig(policy=policy, knobs=_knobs(knob), interval_s=interval, predictor=predictor,
+                       checkpoint_share=checkpoint_share, requeue_overhead_s=requeue_overhead,
+                       hsbatch_slack=hsbatch_slack)
     click.echo(f"simulating {len(jobs)} jobs on {spec.total_gpus} GPUs {spec.gpus_by_type} "
                f"with {policy}", err=True)
     with click.progressbar(length=len(jobs), label="jobs finished", file=sys.stderr) as bar:

@@ -26,7 +26,7 @@ log = logging.getLogger("slurm_hase.daemon")
 
 BATCH_MAX = 100  # job ids per scontrol call
 # Substrings of scontrol errors meaning "the job moved on between observe and act".
-_GONE_MARKERS = ("invalid job id", "job is no longer pending", "already completed",
+GONE_MARKERS = ("invalid job id", "job is no longer pending", "already completed",
                  "job has already", "job is not pending", "not found")
 
 Outcome = tuple[str, str]  # ("applied"|"skipped"|"error"|"unavailable"|"unavailable-skip", msg)
@@ -42,7 +42,7 @@ def apply_one(backend: SlurmBackend, job_id: str, update: JobUpdate) -> Outcome:
         log.info("job %s: gone between observe and act", job_id)
         return "skipped", "job gone before update"
     except SlurmCommandError as exc:
-        if any(m in exc.stderr.lower() for m in _GONE_MARKERS):
+        if any(m in exc.stderr.lower() for m in GONE_MARKERS):
             log.info("job %s: no longer pending (%s)", job_id, exc.stderr)
             return "skipped", f"job moved on: {exc.stderr}"
         log.warning("job %s: update refused: %s", job_id, exc)

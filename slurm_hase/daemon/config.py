@@ -19,7 +19,7 @@ DEFAULT_DB = "/var/lib/slurm-hase/schedd.db"
 
 _SCHEDD_KEYS = {"interval_s", "partitions", "dry_run", "state_db", "model", "half_life_s",
                 "nice_min_delta", "nice_quantum", "nice_scale", "backoff_s", "backoff_max_s", "gpu_types", "update_workers", "batch_updates",
-                "log_format", "log_level", "metrics"}
+                "requeue", "requeue_max", "requeue_min_run_s", "log_format", "log_level", "metrics"}
 _METRICS_KEYS = {"textfile", "port", "address"}
 
 
@@ -43,6 +43,9 @@ class DaemonConfig:
     gpu_types: tuple[str, ...] | None = None
     update_workers: int = 4
     batch_updates: bool = True
+    requeue: bool = False  # let the policy requeue opted-in (checkpoint=yes) running jobs
+    requeue_max: int = 8
+    requeue_min_run_s: float = 600.0
     log_format: str = "json"
     log_level: str = "INFO"
     metrics_textfile: str | None = None
@@ -95,15 +98,16 @@ def from_mapping(
         raise ConfigError(f"[schedd] unknown key(s): {', '.join(sorted(bad))}")
     out: dict[str, Any] = {}
     for key, lo, hi in (("interval_s", 1.0, 86400.0), ("half_life_s", 1.0, math.inf),
-                        ("backoff_s", 0.1, 3600.0), ("backoff_max_s", 0.1, 86400.0)):
+                        ("backoff_s", 0.1, 3600.0), ("backoff_max_s", 0.1, 86400.0),
+                        ("requeue_min_run_s", 0.0, 30 * 86400.0)):
         if key in s:
             out[key] = _num("schedd", key, s[key], lo, hi)
     for key, lo, hi in (("nice_min_delta", 1, 10_000), ("nice_quantum", 1, 1000),
                         ("nice_scale", 1, 100_000),
-                        ("update_workers", 1, 64)):
+                        ("update_workers", 1, 64), ("requeue_max", 0, 10_000)):
         if key in s:
             out[key] = int(_num("schedd", key, s[key], lo, hi))
-    for key in ("dry_run", "batch_updates"):
+    for key in ("dry_run", "batch_updates", "requeue"):
         if key in s:
             if not isinstance(s[key], bool):
                 raise ConfigError(f"[schedd] {key}: must be true or false")

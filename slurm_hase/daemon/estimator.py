@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
-from slurm_hase.daemon.cycle import JobEstimate
+from slurm_hase.daemon.state import JobEstimate
 from slurm_hase.errors import DescriptorError, HaseError
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.slurm.types import Job
@@ -122,7 +122,7 @@ class DescriptorEstimator:
             return None
         if len(runtimes) != len(iters):
             runtimes = _scaled_runtimes(iters, job.time_limit_s)
-        return JobEstimate(runtime_s=runtimes)
+        return JobEstimate(runtime_s=runtimes, checkpoint=desc.checkpoint)
 
 
 def _scaled_runtimes(iters: Mapping[str, float], limit_s: int | None) -> dict[str, float]:

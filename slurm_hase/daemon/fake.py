@@ -10,8 +10,13 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from slurm_hase.errors import JobNotFoundError, SlurmError, SlurmUnavailableError
-from slurm_hase.slurm.types import AccountingRecord, Job, JobUpdate, Node, Partition
+from slurm_hase.errors import (
+    JobNotFoundError,
+    SlurmCommandError,
+    SlurmError,
+    SlurmUnavailableError,
+)
+from slurm_hase.slurm.types import AccountingRecord, Job, JobState, JobUpdate, Node, Partition
 
 
 class FakeBackend:
@@ -24,6 +29,7 @@ class FakeBackend:
         self.shares = dict(shares or {})
         self.records: list[AccountingRecord] = []  # what accounting() returns
         self.updates: list[tuple[str, JobUpdate]] = []
+        self.requeued: list[str] = []  # job ids requeue() was applied to
         self.fail_updates: dict[str, SlurmError] = {}  # job id -> error raised by update_job
         self.unavailable = False  # every call raises SlurmUnavailableError
         self.before_update: Callable[[str], None] | None = None  # hook: mutate between observe/act
@@ -105,7 +111,19 @@ class FakeBackend:
         self._check("scontrol")
 
     def requeue(self, job_id: str) -> None:
-        self._check("scontrol")
+        """Like scontrol requeue: a running job goes back to PENDING (Restarts + 1)."""
+        with self._lock:
+            self._check("scontrol")
+            for i, job in enumerate(self.job_list):
+                if job.job_id == job_id:
+                    if job.state is not JobState.RUNNING:
+                        raise SlurmCommandError(["scontrol", "requeue", job_id], 1,
+                                                "Job is pending execution")
+                    self.requeued.append(job_id)
+                    self.job_list[i] = replace(job, state=JobState.PENDING, alloc_gpus={},
+                                               start_time=None, restarts=job.restarts + 1)
+                    return
+            raise JobNotFoundError(job_id)
 
     def cancel(self, job_id: str) -> None:
         self._check("scancel")

@@ -9,8 +9,8 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 
-from slurm_hase.daemon.cycle import JobEstimate, RuntimeEstimator
 from slurm_hase.daemon.estimator import PredictorLike, catalog_key
+from slurm_hase.daemon.state import JobEstimate, RuntimeEstimator
 from slurm_hase.errors import HaseError
 from slurm_hase.slurm.types import AccountingRecord, Job, JobState
 

@@ -152,6 +152,7 @@ class Daemon:
             "running": result.running, "decisions": len(result.decisions),
             "planned": len(result.planned), "applied": len(result.applied),
             "skipped": len(result.skipped), "errors": len(result.errors),
+            "requeued": len(result.requeued),
             "duration_s": round(wall, 4), "dry_run": self.config.dry_run})
         gone = [jid for jid in self.owned if jid not in result.pending_ids]
         for jid in gone:

@@ -87,6 +87,9 @@ class Metrics:
             for kind, val in (("nice", upd.nice), ("features", upd.features)):
                 if val is not None:
                     self.inc("hase_schedd_actions_total", kind=kind, outcome="applied")
+        if result.requeued:
+            self.inc("hase_schedd_actions_total", len(result.requeued) * 1.0, kind="requeue",
+                     outcome="applied")
         self.inc("hase_schedd_actions_total", len(result.skipped) * 1.0, kind="any", outcome="skipped")
         if result.errors:
             self.inc("hase_schedd_errors_total", len(result.errors) * 1.0, kind="update")

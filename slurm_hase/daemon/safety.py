@@ -4,7 +4,8 @@ plan_updates turns Decisions into JobUpdates and refuses everything unsafe:
 - only pending, not held jobs that were observed (so only managed partitions);
 - never a Features constraint no usable node of the job's partitions can satisfy;
 - never a Features change on a job that asked for a GPU type (typed GRES) or carries a
-  constraint we did not set; never a Nice change over a Nice the user set;
+  constraint we did not set (hsbatch's own, recorded in the description, counts as ours);
+  never a Nice change over a Nice the user set;
 - nothing when nothing changes (Features compared as sets, Nice within a dead band).
 """
 
@@ -15,7 +16,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from slurm_hase.errors import DescriptorError
 from slurm_hase.policy.types import Decision
+from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.slurm.types import Job, JobState, JobUpdate, Node
 
 _SIMPLE_OR = re.compile(r"^[A-Za-z0-9_.\-]+(\|[A-Za-z0-9_.\-]+)*$")
@@ -87,6 +90,18 @@ class Capacity:
         return False
 
 
+@lru_cache(maxsize=4096)
+def auto_types(comment: str) -> frozenset[str]:
+    """The constraint hsbatch added at submission, as its description records it ({} if none)."""
+    if '"at"' not in comment:
+        return frozenset()
+    try:
+        desc = WorkloadDescriptor.from_comment(comment)
+    except DescriptorError:
+        return frozenset()
+    return frozenset(desc.auto_types) if desc is not None else frozenset()
+
+
 def _features_ours(job: Job, rec: OwnedAttrs | None, owned_known: bool,
                    known_types: set[str]) -> bool:
     current = feature_set(job.features)
@@ -94,6 +109,8 @@ def _features_ours(job: Job, rec: OwnedAttrs | None, owned_known: bool,
         return False  # a complex constraint (&, [], *): always the user's
     if not current:
         return True
+    if job.comment and current == auto_types(job.comment):
+        return True  # hsbatch's own constraint, recorded in the description
     if owned_known:
         mine = feature_set(rec.features) if rec is not None and rec.features is not None else None
         return mine is not None and mine == current
@@ -126,6 +143,7 @@ def plan_updates(
     `skipped` (job id, reason) when given.
     """
     notes: list[tuple[str, str]] = skipped if skipped is not None else []
+    decisions = [d for d in decisions if not d.requeue]  # running jobs: daemon/requeue.py
     if not decisions:
         return []
     by_id = {j.job_id: j for j in jobs}

@@ -27,6 +27,7 @@ QUERY_TIMEOUT_S = 5.0
 FLAGS = frozenset({"hase-explain", "hase-no-constraint"})
 VALUED = frozenset({"hase-descriptor", "hase-predictor"})
 WARN = "hsbatch: warning: "
+DEFAULT_SPEED_SLACK = 1.0  # HASE_SPEED_SLACK: allow types up to (1 + slack) x slower than the best
 
 
 def _key_options() -> frozenset[str]:
@@ -195,35 +196,67 @@ def _additions(
     test_only = sc.has("test-only")
     constrain = plan.may_constrain(req, test_only=test_only, het=sc.het or header.het,
                                    enabled=not hopts.no_constraint)
-    extra: list[str] = []
+    attach = not test_only and req.comment is None
+    head: list[str] = []
     if not test_only:
-        if req.comment is None:
-            extra.append(f"--comment={comment}")
-        else:
+        if req.comment is not None:
             io.err.write(f"{WARN}--comment is already set, so the workload description is not "
                          "attached (the scheduler will use the job's history)\n")
+        if desc.checkpoint:
+            if req.requeue is False:
+                io.err.write(f"{WARN}checkpoint=yes with --no-requeue: Slurm may not requeue the "
+                             "job, so the scheduler will never rotate it\n")
+            elif req.requeue is None:
+                head.append("--requeue")
     if not (constrain or hopts.explain):
-        return extra
+        return ([f"--comment={comment}"] if attach else []) + head
+    # narrowing by speed only where the daemon can see it was ours (in the description)
+    slack = speed_slack(io.env) if attach else 0.0
     try:
-        rows, notes = _judge(req, desc, hopts, deps, io.env)
+        rows, notes = _judge(req, desc, hopts, deps, io.env, slack)
     except Exception as exc:  # fail-open: predictor, model file or Slurm query broke
         io.err.write(f"{WARN}{_why(exc)}; submitting as plain sbatch\n")
         return []
     constraint, reason = plan.choose_constraint(rows) if constrain else (None, None)
     if reason and constrain:
         notes.append(reason)
+    if constraint and attach:
+        marked = _marked(desc, constraint)
+        comment = marked if marked is not None else comment
+    extra = ([f"--comment={comment}"] if attach else []) + head
     if constraint:
         extra.append(f"--constraint={constraint}")
     if hopts.explain:
         from slurm_hase.hsbatch.text import explain_table
 
-        io.err.write(explain_table(rows, comment if not test_only and req.comment is None else None,
-                                   constraint, notes))
+        io.err.write(explain_table(rows, comment if attach else None, constraint, notes))
     return extra
 
 
+def speed_slack(env: Mapping[str, str]) -> float:
+    """HASE_SPEED_SLACK (default 1.0: types up to 2x slower than the fastest stay allowed);
+    0 turns narrowing by speed off. A bad value falls back to the default."""
+    raw = env.get("HASE_SPEED_SLACK", "")
+    try:
+        value = float(raw) if raw else DEFAULT_SPEED_SLACK
+    except ValueError:
+        return DEFAULT_SPEED_SLACK
+    return value if 0.0 <= value < 1e6 else DEFAULT_SPEED_SLACK
+
+
+def _marked(desc: WorkloadDescriptor, constraint: str) -> str | None:
+    """The comment with the constraint hsbatch added recorded in it (None if it cannot be)."""
+    from dataclasses import replace
+
+    try:
+        return replace(desc, auto_types=tuple(constraint.split("|"))).to_comment()
+    except DescriptorError:
+        return None
+
+
 def _judge(
-    req: Request, desc: WorkloadDescriptor, hopts: HaseOptions, deps: Deps, env: Mapping[str, str]
+    req: Request, desc: WorkloadDescriptor, hopts: HaseOptions, deps: Deps, env: Mapping[str, str],
+    slack: float = 0.0,
 ) -> tuple[list[TypeRow], list[str]]:
     from slurm_hase.hsbatch import plan
 
@@ -231,7 +264,7 @@ def _judge(
     types, note = summary.types_for(req.partitions)
     notes = [note] if note else []
     predictions = None
-    if plan.needs_predictions(req, desc, hopts.explain):
+    if plan.needs_predictions(req, desc, hopts.explain, slack):
         path = hopts.predictor or env.get("HASE_PREDICTOR") or None
         predict = (deps.predictor or _load_predict)(path)
         predictions = predict(desc, list(types))
@@ -241,7 +274,8 @@ def _judge(
     params = desc.params_m if desc.params_m is not None else (info.params_m if info else None)
     memory_of = summary.memory_gb.get if params is not None or hopts.explain else _unknown
     rows = plan.judge_types(types, desc, memory_of=memory_of, params_m=params,
-                            time_limit_s=req.time_limit_s, predictions=predictions)
+                            time_limit_s=req.time_limit_s, predictions=predictions,
+                            speed_slack=slack)
     return rows, notes
 
 

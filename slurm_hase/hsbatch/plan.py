@@ -2,8 +2,12 @@
 ask for untyped GPUs, a constraint naming the GPU types that can run them.
 
 Pure functions of the request, the descriptor, the cluster's nodes and a predictor; the CLI
-does the I/O. A GPU type is dropped only when it surely cannot serve: the weights alone do not
-fit its memory, or the median predicted runtime exceeds the job's time limit.
+does the I/O. A GPU type is dropped when it surely cannot serve (the weights alone do not fit its
+memory, or the median predicted runtime exceeds the job's time limit) or when it is predicted to
+be more than (1 + speed slack) times slower than the job's fastest type: until the daemon's
+next cycle routes the job, Slurm must not start a day-long job on a GPU four times slower just
+because one is idle. The daemon may widen that constraint later (it is marked as hsbatch's in
+the description); a constraint the user wrote is never changed.
 """
 
 from __future__ import annotations
@@ -33,10 +37,11 @@ class TypeRow(NamedTuple):
     fits_memory: bool | None = None
     finishes: bool | None = None
     has_feature: bool = False
+    fast: bool | None = None  # within the speed slack of the fastest type (None = unknown)
 
     @property
     def candidate(self) -> bool:
-        return self.fits_memory is not False and self.finishes is not False
+        return self.fits_memory is not False and self.finishes is not False and self.fast is not False
 
 
 def min_memory_gb(desc: WorkloadDescriptor, params_m: float | None) -> float | None:
@@ -57,10 +62,17 @@ def judge_types(
     params_m: float | None,
     time_limit_s: int | None,
     predictions: Mapping[str, object] | None,
+    speed_slack: float = 0.0,
 ) -> list[TypeRow]:
     """A row per GPU type (``types``: type -> (GPU count, all its nodes carry the feature)):
-    memory fit, predicted runtime, and whether nodes carry the feature."""
+    memory fit, predicted runtime, speed against the fastest usable type (``speed_slack`` > 0),
+    and whether nodes carry the feature."""
+    from slurm_hase.policy.common import fast_types
+
     need = min_memory_gb(desc, params_m)
+    usable = {t: float(getattr((predictions or {}).get(t), "iter_time_p50", 0.0) or 0.0)
+              for t in types if need is None or (m := memory_of(t)) is None or need <= m}
+    fast = fast_types(usable, speed_slack) if speed_slack > 0 else None
     rows: list[TypeRow] = []
     for t, (gpus, has_feature) in types.items():
         mem = memory_of(t)
@@ -77,6 +89,7 @@ def judge_types(
             fits_memory=None if need is None or mem is None else need <= mem,
             finishes=None if time_limit_s is None or r50 is None else r50 <= time_limit_s,
             has_feature=has_feature,
+            fast=None if not fast or usable.get(t, 0.0) <= 0.0 else t in fast,
         ))
     return rows
 
@@ -95,9 +108,11 @@ def choose_constraint(rows: Sequence[TypeRow]) -> tuple[str | None, str | None]:
     return "|".join(chosen), None
 
 
-def needs_predictions(req: Request, desc: WorkloadDescriptor, explain: bool) -> bool:
-    """Predictions change the outcome only with a time limit and a known iteration count."""
-    return explain or (req.time_limit_s is not None and desc.iterations is not None)
+def needs_predictions(req: Request, desc: WorkloadDescriptor, explain: bool,
+                      speed_slack: float = 0.0) -> bool:
+    """Predictions change the outcome with a speed slack, or with a time limit and a known
+    iteration count."""
+    return explain or speed_slack > 0 or (req.time_limit_s is not None and desc.iterations is not None)
 
 
 def may_constrain(req: Request, *, test_only: bool, het: bool, enabled: bool) -> bool:

@@ -35,6 +35,7 @@ class Request(NamedTuple):
     comment: str | None = None
     partitions: tuple[str, ...] = ()  # () = the default partition
     time_limit_s: int | None = None
+    requeue: bool | None = None  # --requeue / --no-requeue as sbatch will see it (None = unset)
 
     @property
     def wants_gpus(self) -> bool:
@@ -84,7 +85,24 @@ def build_request(
         comment=effective("comment", cli, env, script),
         partitions=tuple(p for p in partition.split(",") if p),
         time_limit_s=parse_time_limit(effective("time", cli, env, script)),
+        requeue=requeue_choice(cli, env, script),
     )
+
+
+def requeue_choice(cli: Scan, env: Mapping[str, str], script: Scan) -> bool | None:
+    """True for --requeue, False for --no-requeue, None when neither is given anywhere
+    (command line > SBATCH_REQUEUE/SBATCH_NO_REQUEUE > #SBATCH, the last one in a source wins)."""
+    for source in (cli, None, script):
+        if source is None:
+            if "SBATCH_NO_REQUEUE" in env:
+                return False
+            if "SBATCH_REQUEUE" in env:
+                return True
+            continue
+        last = [o.name for o in source.opts if o.name in ("requeue", "no-requeue")]
+        if last:
+            return last[-1] == "requeue"
+    return None
 
 
 def classify_gpus(value: str) -> tuple[bool, bool]:

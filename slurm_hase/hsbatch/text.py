@@ -14,7 +14,8 @@ slurm-hase options (hsbatch; every other option goes to sbatch unchanged):
       --hase-KEY=VALUE        describe the workload; KEY is one of model, gflops,
                               params, batch-size, precision, mode, gpus,
                               iterations, epochs, steps-per-epoch, mps,
-                              corunners (same keys as '#HASE key=value' lines)
+                              corunners, checkpoint (same keys as '#HASE
+                              key=value' lines)
       --hase-descriptor=FILE  read the description from FILE (key=value lines
                               or a JSON object); script lines and options win
       --hase-explain          print the predicted runtime per GPU type (stderr)
@@ -26,6 +27,14 @@ slurm-hase options (hsbatch; every other option goes to sbatch unchanged):
 In the script, '#HASE key=value' lines go with the #SBATCH lines, e.g.
   #HASE model=resnet50 batch_size=64 precision=fp16 iterations=20000
 The description is attached as the job comment unless you set --comment.
+
+The constraint keeps the types that fit, finish in the time limit and are at
+most (1 + HASE_SPEED_SLACK) times slower than the fastest (default slack 1.0:
+2x; 0 = no speed limit); the scheduler daemon may widen it later.
+
+checkpoint=yes says the job saves its state when Slurm stops it and resumes
+from it when it starts again: the scheduler may then requeue it so that GPUs
+rotate between accounts (hsbatch adds --requeue unless you chose otherwise).
 """
 
 
@@ -50,12 +59,12 @@ def explain_table(
 ) -> str:
     """The per-type prediction table shown by ``--hase-explain``."""
     head = ("GPU type", "GPUs", "mem GB", "iter p50", "iter p90", "run p50", "run p90",
-            "fits", "in time", "chosen")
+            "fits", "in time", "fast", "chosen")
     chosen = set(constraint.split("|")) if constraint else {r.gpu_type for r in rows if r.candidate}
     body = [
         (r.gpu_type, str(r.gpus), "-" if r.memory_gb is None else f"{r.memory_gb:g}",
          _secs(r.iter_p50_s), _secs(r.iter_p90_s), _secs(r.runtime_p50_s),
-         _secs(r.runtime_p90_s), _flag(r.fits_memory), _flag(r.finishes),
+         _secs(r.runtime_p90_s), _flag(r.fits_memory), _flag(r.finishes), _flag(r.fast),
          "*" if r.gpu_type in chosen else "")
         for r in rows
     ]

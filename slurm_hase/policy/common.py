@@ -37,12 +37,15 @@ def parse_features(features: str) -> tuple[str, ...]:
 def only_changes(decisions: Iterable[Decision], pending: Sequence[PendingJob]) -> list[Decision]:
     """Keep only the attributes that differ from each job's current nice / features.
 
-    Decisions for unknown job ids are dropped; attributes equal to the current value become
+    Requeue decisions (running jobs) are kept as they are. Decisions for unknown job ids are dropped; attributes equal to the current value become
     None; decisions left with nothing to change are removed. Order is preserved.
     """
     by_id = {j.job_id: j for j in pending}
     out: list[Decision] = []
     for d in decisions:
+        if d.requeue:  # about a running job: always an action
+            out.append(d)
+            continue
         job = by_id.get(d.job_id)
         if job is None:
             continue
@@ -106,3 +109,32 @@ def nice_levels(order: Sequence[PendingJob], step: int = NICE_STEP,
             newest = key
         out.append(min(level * step, nice_max))
     return out
+
+
+def water_fill(capacity: float, weights: Mapping[str, float],
+               demand: Mapping[str, float]) -> dict[str, float]:
+    """Weighted max-min fair split of `capacity`, nobody above its demand (weights default 1)."""
+    out = dict.fromkeys(demand, 0.0)
+    left = dict(demand)
+    cap = capacity
+    while left and cap > 1e-12:
+        tot_w = sum(weights.get(a, 1.0) for a in left)
+        unit = cap / tot_w
+        sated = [a for a, d in left.items() if d - out[a] <= unit * weights.get(a, 1.0)]
+        if not sated:
+            for a in left:
+                out[a] += unit * weights.get(a, 1.0)
+            break
+        for a in sated:
+            cap -= left[a] - out[a]
+            out[a] = left.pop(a)
+    return out
+
+
+def fast_types(times: Mapping[str, float], slack: float) -> set[str]:
+    """Types whose time is within (1 + slack) x the best (finite, positive times only)."""
+    ok = {t: v for t, v in times.items() if 0.0 < v < math.inf}
+    if not ok:
+        return set()
+    best = min(ok.values())
+    return {t for t, v in ok.items() if v <= (1.0 + slack) * best * (1.0 + 1e-12)}

@@ -28,7 +28,9 @@ U_a (state.usage, from UsageLedger). Fair = U_a / w_a equal across active accoun
    efficient placements go first. A job at fair position p can only be overtaken by jobs at
    positions < p / (1 - theta), so over any prefix each account keeps >= (1 - theta) of its
    fair share of starts -- the U_a >= (1 - theta) fair_a bound, in start-order form.
-5. Nice from the final order via nice_levels (distinct only where age order would disagree).
+5. Rotation (policy/rotate.py): running jobs that opted in to checkpoint/requeue may be
+   requeued so that an under-served account's job starts now instead of when GPUs free up.
+6. Nice from the final order via nice_levels (distinct only where age order would disagree).
    The daemon's nice_scale must make one level outweigh Slurm's age + fairshare terms
    (CycleConfig.nice_scale ~ sum of PriorityWeight* / 10), or Slurm reorders accounts itself.
 
@@ -43,8 +45,16 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from slurm_hase.policy.common import check_knob, nice_levels, only_changes, usable_types
+from slurm_hase.policy.common import (
+    NICE_MAX,
+    NICE_STEP,
+    check_knob,
+    nice_levels,
+    only_changes,
+    usable_types,
+)
 from slurm_hase.policy.hase import Timeline
+from slurm_hase.policy.rotate import rotation
 from slurm_hase.policy.types import ClusterState, Decision, PendingJob, RunningJob
 
 
@@ -153,6 +163,21 @@ class FairPolicy:
     theta: float = 0.2
     tolerance: float = 0.0
     age_tau_s: float = 0.0
+    # Requeue opted-in running jobs for under-served accounts (policy/rotate.py): 0 = never.
+    rotate: float = 1.0
+    min_run_s: float = 600.0  # a job runs at least this long before it may be requeued
+    max_requeues: float = 8.0  # per decision
+    # Requeue an account's own job for its pending job when it has this many times more left
+    # (0 = never: only under-served accounts trigger requeues).
+    srpt_factor: float = 2.0
+    # Move opted-in jobs to idle faster GPUs when that saves this share of their remaining
+    # time, counting restart_cost_s for the checkpoint restart (0 = never).
+    migrate_margin: float = 0.3
+    # An over-share account's job yields its GPUs only if it has more than yield_factor x the
+    # waiting job's runtime left (1 = shortest remaining first; 0 = fairness alone decides,
+    # as long as 2 x restart_cost_s is left).
+    yield_factor: float = 1.0
+    restart_cost_s: float = 300.0
     name: str = field(default="fair", init=False)
     summary: str = field(default="spatiotemporal fairness: nice by account deficit, fast GPUs "
                                  "to biggest gainers", init=False)
@@ -161,6 +186,13 @@ class FairPolicy:
         self.theta = check_knob("theta", self.theta, 0.0, 1.0)
         self.tolerance = check_knob("tolerance", self.tolerance, 0.0, 1.0)
         self.age_tau_s = check_knob("age_tau_s", self.age_tau_s, 0.0, 1e9)
+        self.rotate = check_knob("rotate", self.rotate, 0.0, 1.0)
+        self.min_run_s = check_knob("min_run_s", self.min_run_s, 0.0, 1e9)
+        self.max_requeues = check_knob("max_requeues", self.max_requeues, 0.0, 1e6)
+        self.srpt_factor = check_knob("srpt_factor", self.srpt_factor, 0.0, 1e6)
+        self.migrate_margin = check_knob("migrate_margin", self.migrate_margin, 0.0, 1.0)
+        self.restart_cost_s = check_knob("restart_cost_s", self.restart_cost_s, 0.0, 1e9)
+        self.yield_factor = check_knob("yield_factor", self.yield_factor, 0.0, 1e6)
 
     def decide(self, state: ClusterState) -> list[Decision]:
         """Nice for every schedulable job, type constraint for every untyped one."""
@@ -188,9 +220,18 @@ class FairPolicy:
              for p, j in enumerate(order)), key=lambda t: (t[0], t[1]))
         final = [t[2] for t in keyed]
         decisions = []
-        for job, nice in zip(final, nice_levels(final), strict=True):
+        levels = nice_levels(final)
+        for job, nice in zip(final, levels, strict=True):
             allowed = routed[job.job_id]
             decisions.append(Decision(job.job_id, nice=nice,
                                       gpu_types=allowed if job.pinned_type is None else None,
                                       reason=f"fair: routed {allowed[0]}"))
+        if self.rotate > 0:
+            decisions += rotation(state, final, routed, min_run_s=self.min_run_s,
+                                  max_per_cycle=int(self.max_requeues),
+                                  requeued_nice=min(max(levels) + NICE_STEP, NICE_MAX),
+                                  srpt_factor=self.srpt_factor,
+                                  migrate_margin=self.migrate_margin,
+                                  restart_cost_s=self.restart_cost_s,
+                                  yield_factor=self.yield_factor)
         return only_changes(decisions, state.pending)

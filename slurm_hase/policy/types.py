@@ -58,6 +58,10 @@ class RunningJob:
     gpu_fraction: float = 1.0
     # Normalised speed here: predicted rate on this type / rate on its best type (0..1].
     relative_speed: float = 1.0
+    # Opted in to checkpoint + requeue (descriptor checkpoint=yes and Slurm may requeue it).
+    preemptible: bool = False
+    # Predicted runtime of the whole job on each GPU type (as for PendingJob); may be empty.
+    runtime_s: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,9 @@ class Decision:
     # Allowed GPU types, best first; becomes the job's Features constraint ("a100|v100").
     gpu_types: tuple[str, ...] | None = None
     reason: str = ""
+    # For a running, preemptible job: requeue it (it checkpoints and waits again) so the GPUs
+    # go to the pending jobs ahead of it in the fair order.
+    requeue: bool = False
 
 
 class Policy(Protocol):

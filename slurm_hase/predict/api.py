@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -36,6 +36,12 @@ MODEL_VERSION = 2
 READABLE_VERSIONS = (1, 2)  # 1: trees as JSON number lists (slower to load)
 DEFAULT_MODEL = "predictor.json"
 MAX_MODEL_BYTES = 64 * 1024 * 1024
+# What the training data knew about a (workload, GPU type) query, coarsest first. The P50 is scaled
+# by a factor fitted per level (see ``train.calibrate``).
+LEVELS: tuple[str, ...] = ("seen", "pair", "pair-few", "gpu", "model")
+PAIR_FEW_GPUS = 4
+# "p50_unseen": a strongly regularised P50 used for models absent from the training data (optional).
+BOOSTERS: tuple[str, ...] = ("p50", "p90", "p50_unseen")  # a model measured on fewer GPU types than this is "pair-few" on a new one
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,11 @@ class Predictor:
 
     boosters: dict[str, str]
     meta: dict[str, Any] = field(default_factory=dict)
+    # P50 multiplier per knowledge level (MAPE-optimal point estimate; 1.0 when absent) and the
+    # GPU types each model of the training data was measured on (model key -> GPU keys).
+    factors: dict[str, float] = field(default_factory=dict)
+    known: dict[str, list[str]] = field(default_factory=dict)
+    _known_gpus: frozenset[str] = field(default=frozenset(), repr=False)
     _trees: dict[str, list[Tree]] = field(default_factory=dict, repr=False)
     _bulk: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -62,17 +73,42 @@ class Predictor:
         for q in ("p50", "p90"):
             if q not in self.boosters:
                 raise PredictorError(f"model file: missing the {q} booster")
+        unknown = set(self.boosters) - set(BOOSTERS)
+        if unknown:
+            raise PredictorError(f"model file: unknown booster(s) {', '.join(sorted(unknown))}")
+        for q in self.boosters:
             if q not in self._trees:
                 self._trees[q] = parse_lgb_text(self.boosters[q])
+        for lv, f in self.factors.items():
+            if lv not in LEVELS or not (isinstance(f, (int, float)) and math.isfinite(f) and 0.0 < f <= 10.0):
+                raise PredictorError(f"model file: bad calibration factor {lv}={f!r}")
+        self._known_gpus = frozenset(g for gs in self.known.values() for g in gs)
+
+    # ---- calibration ----------------------------------------------------------------------
+    def level(self, model_key: str, gpu_key: str) -> str:
+        """How much the training data knew about this model on this GPU type (see LEVELS)."""
+        return knowledge_level(self.known, self._known_gpus, model_key, gpu_key)
+
+    def unseen(self, model_key: str) -> bool:
+        """True when this model was not in the training data and the file has an unseen-model P50."""
+        return "p50_unseen" in self._trees and model_key not in self.known
+
+    def factor(self, model_key: str, gpu_key: str) -> float:
+        """The P50 multiplier for a (model key, GPU key) query."""
+        if not self.factors:
+            return 1.0
+        return float(self.factors.get(self.level(model_key, gpu_key), 1.0))
 
     # ---- single predictions (pure Python) -------------------------------------------------
     def predict(self, desc: WorkloadDescriptor, gpu_types: Sequence[str]) -> dict[str, Prediction]:
         """P50/P90 iteration time (and runtime if ``desc.iterations``) per GPU type."""
         out: dict[str, Prediction] = {}
         job = F.job_vector(desc)
+        mkey = model_key(desc)
         for name in gpu_types:
             spec = resolve_gpu(name)
-            p50, p90 = self._one(job, spec, desc.precision)
+            p50, p90 = self._one(job, spec, desc.precision, self.unseen(mkey))
+            p50 *= self.factor(mkey, spec.key)
             it = desc.iterations
             out[name] = Prediction(
                 gpu_type=spec.key,
@@ -83,11 +119,11 @@ class Predictor:
             )
         return out
 
-    def _one(self, job: list[float], spec: GpuSpec, precision: str) -> tuple[float, float]:
+    def _one(self, job: list[float], spec: GpuSpec, precision: str, unseen: bool = False) -> tuple[float, float]:
         gpu = F.gpu_vector(spec, precision)
         c, w = F.cross(job, gpu, precision)
         x = [*job, *gpu, c, w]
-        s50 = predict_one(self._trees["p50"], x)
+        s50 = predict_one(self._trees["p50_unseen" if unseen else "p50"], x)
         p50 = math.exp(c + s50)
         p90 = math.exp(c + s50 + predict_one(self._trees["p90"], x))
         return p50, max(p50, p90)
@@ -102,8 +138,9 @@ class Predictor:
 
         spec = resolve_gpu(gpu_type)
         co = tuple(fill(c).gflops for c in corunners)
-        alone = self._one(F.job_vector(desc.with_corunners(())), spec, desc.precision)[0]
-        shared = self._one(F.job_vector(desc.with_corunners(co)), spec, desc.precision)[0]
+        unseen = self.unseen(model_key(desc))
+        alone = self._one(F.job_vector(desc.with_corunners(())), spec, desc.precision, unseen)[0]
+        shared = self._one(F.job_vector(desc.with_corunners(co)), spec, desc.precision, unseen)[0]
         return max(1.0, shared / alone)
 
     # ---- bulk predictions (numpy / LightGBM) ----------------------------------------------
@@ -125,25 +162,54 @@ class Predictor:
         n, k = len(descs), len(specs)
         if n == 0 or k == 0:
             return np.zeros((n, k))
-        uniq: dict[tuple[tuple[float, ...], str], int] = {}
-        inverse = [uniq.setdefault((tuple(F.job_vector(d)), d.precision), len(uniq)) for d in descs]
-        x, base = _matrix(list(uniq), specs)
-        times = np.exp(base + self.raw_scores(x, q)).reshape(len(uniq), k)
+        uniq: dict[tuple[tuple[float, ...], str, str], int] = {}
+        inverse = [uniq.setdefault((tuple(F.job_vector(d)), d.precision, model_key(d)), len(uniq))
+                   for d in descs]
+        x, base = _matrix([(j, p) for j, p, _m in uniq], specs)
+        new = np.repeat(np.asarray([self.unseen(m) for _j, _p, m in uniq], dtype=bool), k)
+        times = np.exp(base + self.raw_scores(x, q, new)).reshape(len(uniq), k)
+        if q == "p50" and self.factors:
+            times *= self._factor_matrix([m for _j, _p, m in uniq], [s.key for s in specs])
         return np.asarray(times[np.asarray(inverse, dtype=np.int64)])
 
-    def raw_scores(self, x: np.ndarray[Any, Any], q: str) -> np.ndarray[Any, Any]:
-        """Model output (log efficiency) for a feature matrix; P90 = P50 + residual quantile."""
+    def _factor_matrix(self, model_keys: Sequence[str], gpu_keys: Sequence[str]) -> np.ndarray[Any, Any]:
+        """[n, k] P50 multipliers; rows of unknown models share one factor (the common bulk case)."""
+        import numpy as np
+
+        out = np.full((len(model_keys), len(gpu_keys)), self.factors.get("model", 1.0))
+        by_model: dict[str, list[float]] = {}
+        for i, m in enumerate(model_keys):
+            if m in self.known:
+                if m not in by_model:
+                    by_model[m] = [self.factor(m, g) for g in gpu_keys]
+                out[i] = by_model[m]
+        return out
+
+    def raw_scores(
+        self, x: np.ndarray[Any, Any], q: str, unseen: np.ndarray[Any, Any] | None = None
+    ) -> np.ndarray[Any, Any]:
+        """Model output (log efficiency) for a feature matrix; P90 = P50 + residual quantile.
+        Rows flagged in ``unseen`` (models absent from the training data) use the unseen-model P50."""
+        if unseen is not None and unseen.any() and "p50_unseen" in self._trees:
+            import numpy as np
+
+            s50 = np.empty(x.shape[0])
+            if not unseen.all():
+                s50[~unseen] = self._raw(x[~unseen], "p50")
+            s50[unseen] = self._raw(x[unseen], "p50_unseen")
+        else:
+            s50 = self._raw(x, "p50")
         if q == "p90":
-            total: np.ndarray[Any, Any] = self._raw(x, "p50") + self._raw(x, "p90")
+            total: np.ndarray[Any, Any] = s50 + self._raw(x, "p90")
             return total
-        return self._raw(x, q)
+        return s50
 
     def _raw(self, x: np.ndarray[Any, Any], q: str) -> np.ndarray[Any, Any]:
         booster = self._booster(q)
         if booster is not None:
             import numpy as np
 
-            return np.asarray(booster.predict(x, num_threads=0))
+            return np.array(booster.predict(x, num_threads=0), dtype=float)
         return predict_np(self._trees[q], x)
 
     def _booster(self, q: str) -> Any:
@@ -161,6 +227,7 @@ class Predictor:
         """The model file's text."""
         doc = {"format": MODEL_FORMAT, "version": MODEL_VERSION, "features": list(F.FEATURES),
                "meta": self.meta, "boosters": self.boosters,
+               "calibration": {"factors": self.factors, "known": self.known},
                "trees": {q: pack_trees(ts) for q, ts in self._trees.items()}}
         return json.dumps(doc, separators=(",", ":"))
 
@@ -170,6 +237,39 @@ class Predictor:
         tmp = p.with_name(p.name + ".tmp")
         tmp.write_text(self.to_json())
         tmp.replace(p)
+
+
+def knowledge_level(
+    known: Mapping[str, Sequence[str]], all_gpus: Collection[str], model_key: str, gpu_key: str
+) -> str:
+    """"model": the model was never measured; "gpu": the GPU type never was; "pair"/"pair-few":
+    both were, not together (the model on at least / fewer than PAIR_FEW_GPUS GPU types);
+    "seen": the model was measured on this GPU type (maybe at another batch size)."""
+    gpus = known.get(model_key)
+    if not gpus:
+        return "model"
+    if gpu_key not in all_gpus:
+        return "gpu"
+    if gpu_key not in gpus:
+        return "pair" if len(gpus) >= PAIR_FEW_GPUS else "pair-few"
+    return "seen"
+
+
+def model_key(desc: WorkloadDescriptor) -> str:
+    """The model identity used for calibration: the model table's name when the name resolves,
+    the lower-cased name otherwise, or a GFLOPs tag for an anonymous workload (as
+    ``Measurement.model``)."""
+    if desc.model:
+        return _named_key(desc.model)
+    return f"gflops={desc.gflops_per_iter:.4g}" if desc.gflops_per_iter else "unknown"
+
+
+@lru_cache(maxsize=4096)
+def _named_key(name: str) -> str:
+    from slurm_hase.predict.models import lookup_model
+
+    info = lookup_model(name)
+    return info.name if info is not None else name.strip().lower()
 
 
 def feature_matrix(
@@ -216,11 +316,19 @@ def predictor_from_json(text: str, origin: str = "model") -> Predictor:
     meta = doc.get("meta", {})
     if not isinstance(boosters, Mapping) or not all(isinstance(v, str) for v in boosters.values()):
         raise PredictorError(f"{origin}: model file has no boosters")
+    cal = doc.get("calibration", {})
+    if not isinstance(cal, Mapping):
+        raise PredictorError(f"{origin}: bad calibration section")
+    factors, known = cal.get("factors", {}), cal.get("known", {})
+    if not isinstance(factors, Mapping) or not isinstance(known, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, list) and all(isinstance(g, str) for g in v) for k, v in known.items()
+    ):
+        raise PredictorError(f"{origin}: bad calibration section")
     try:
         trees = {q: [trees_from_lists(t) for t in ts] if isinstance(ts, list) else unpack_trees(ts, len(F.FEATURES))
                  for q, ts in doc.get("trees", {}).items()}
         return Predictor(boosters=dict(boosters), meta=dict(meta) if isinstance(meta, Mapping) else {},
-                         _trees=trees)
+                         factors=dict(factors), known={k: list(v) for k, v in known.items()}, _trees=trees)
     except (PredictorError, TypeError, ValueError, AttributeError) as exc:
         raise PredictorError(f"{origin}: {exc}") from None
 

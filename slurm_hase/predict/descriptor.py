@@ -10,7 +10,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from slurm_hase.errors import DescriptorError
@@ -22,6 +22,7 @@ MAX_COMMENT_BYTES = 512
 MAX_CORUNNERS = 16
 _MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+\-]{0,63}$")
 _COMMENT_START = '{"hase":'
+_TYPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,31}$")
 
 # key in `#HASE key=value` lines / from_mapping -> canonical key
 _ALIASES: dict[str, str] = {
@@ -46,7 +47,13 @@ _ALIASES: dict[str, str] = {
     "corunner_gflops": "corunners",
     "corunners": "corunners",
     "co": "corunners",
+    "checkpoint": "checkpoint",
+    "ckpt": "checkpoint",
+    "auto_types": "auto_types",
+    "at": "auto_types",
 }
+_YES = {"1": True, "yes": True, "true": True, "on": True, "0": False, "no": False, "false": False,
+        "off": False}
 
 
 KEYS: tuple[str, ...] = tuple(sorted(set(_ALIASES.values())))
@@ -80,6 +87,12 @@ class WorkloadDescriptor:
     iterations: int | None = None
     mps_share: int | None = None
     corunner_gflops: tuple[float, ...] = ()
+    # The job saves its state when Slurm signals it and resumes from it after a requeue, so
+    # the scheduler may requeue it to rotate GPUs between accounts (opt-in).
+    checkpoint: bool = False
+    # The GPU-type constraint hsbatch added at submission (so the daemon may change it later;
+    # a constraint the user wrote is never touched). () = hsbatch added none.
+    auto_types: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check_model(self.model)
@@ -97,6 +110,9 @@ class WorkloadDescriptor:
             raise DescriptorError(f"corunners: at most {MAX_CORUNNERS} co-runners")
         for g in self.corunner_gflops:
             _check_pos_float("corunners", g)
+        if len(self.auto_types) > MAX_CORUNNERS or not all(
+                _TYPE_RE.match(t) for t in self.auto_types):
+            raise DescriptorError("auto_types: GPU type names (letters, digits, - _ .)")
 
     @classmethod
     def from_mapping(cls, d: Mapping[str, object]) -> WorkloadDescriptor:
@@ -128,6 +144,13 @@ class WorkloadDescriptor:
         if (v := canon.get("corunners")) not in (None, ""):
             kw["corunner_gflops"] = _to_floats("corunners", v)
         kw["iterations"] = _iterations(canon)
+        if (v := canon.get("checkpoint")) not in (None, ""):
+            kw["checkpoint"] = _to_bool("checkpoint", v)
+        if (v := canon.get("auto_types")) not in (None, ""):
+            items = v.split("|") if isinstance(v, str) else v
+            if not isinstance(items, list | tuple):
+                raise DescriptorError("auto_types: expected types like 'a100|v100'")
+            kw["auto_types"] = tuple(str(t).strip().lower() for t in items)
         return cls(**kw)
 
     def to_comment(self) -> str:
@@ -153,6 +176,10 @@ class WorkloadDescriptor:
             out["mps"] = self.mps_share
         if self.corunner_gflops:
             out["co"] = [_short(g) for g in self.corunner_gflops]
+        if self.checkpoint:
+            out["ckpt"] = 1
+        if self.auto_types:
+            out["at"] = "|".join(self.auto_types)
         text = json.dumps(out, separators=(",", ":"), allow_nan=False)
         if len(text.encode()) > MAX_COMMENT_BYTES:
             raise DescriptorError(f"descriptor: comment would be {len(text.encode())} bytes (> {MAX_COMMENT_BYTES})")
@@ -191,18 +218,7 @@ class WorkloadDescriptor:
 
     def with_corunners(self, corunner_gflops: tuple[float, ...]) -> WorkloadDescriptor:
         """A copy sharing its GPU (MPS) with jobs of the given GFLOPs per iteration."""
-        return WorkloadDescriptor(
-            model=self.model,
-            gflops_per_iter=self.gflops_per_iter,
-            params_m=self.params_m,
-            batch_size=self.batch_size,
-            precision=self.precision,
-            mode=self.mode,
-            num_gpus=self.num_gpus,
-            iterations=self.iterations,
-            mps_share=self.mps_share,
-            corunner_gflops=tuple(corunner_gflops),
-        )
+        return replace(self, corunner_gflops=tuple(corunner_gflops))
 
 
 def _reject_constant(name: str) -> object:
@@ -291,3 +307,13 @@ def _iterations(canon: Mapping[str, object]) -> int | None:
     if e < 1 or s < 1:
         raise DescriptorError("epochs: epochs and steps_per_epoch must be >= 1")
     return e * s
+
+
+def _to_bool(key: str, value: object) -> bool:
+    """yes/no, true/false, on/off, 1/0 (any case) -> bool; DescriptorError otherwise."""
+    if isinstance(value, bool):
+        return value
+    hit = _YES.get(str(value).strip().lower())
+    if hit is None:
+        raise DescriptorError(f"{key}: expected yes or no, got {value!r}")
+    return hit

@@ -61,13 +61,17 @@ def score(rows: Sequence[Measurement], pred: Sequence[float]) -> Score:
 
 
 def predict_rows(pred: Predictor, rows: Sequence[Measurement]) -> list[float]:
-    """Our model's P50 for each measured row."""
+    """Our model's P50 for each measured row (including the calibration factor)."""
     import numpy as np
 
+    from slurm_hase.predict.api import model_key
     from slurm_hase.predict.train import matrix
 
     x, base, _y = matrix(rows)
-    return [float(v) for v in np.exp(base + pred.raw_scores(x, "p50"))]
+    keys = [model_key(m.desc) for m in rows]
+    scale = np.asarray([pred.factor(k, m.gpu) for k, m in zip(keys, rows, strict=True)])
+    unseen = np.asarray([pred.unseen(k) for k in keys], dtype=bool)
+    return [float(v) for v in scale * np.exp(base + pred.raw_scores(x, "p50", unseen))]
 
 
 def folds(rows: Sequence[Measurement], split: str, k: int = 5, seed: int = 0) -> list[list[int]]:

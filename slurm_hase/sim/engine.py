@@ -8,12 +8,14 @@ and every sched_interval) and backfill (every bf_interval).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from slurm_hase.daemon.cycle import CycleConfig, JobEstimate, RuntimeEstimator, run_cycle
+from slurm_hase.daemon.cycle import CycleConfig, run_cycle
+from slurm_hase.daemon.state import JobEstimate, RuntimeEstimator
 from slurm_hase.errors import ConfigError
 from slurm_hase.policy.registry import make_policy
 from slurm_hase.policy.usage import UsageLedger
@@ -41,21 +43,25 @@ class OracleEstimator:
     def __init__(self, sim: SimSlurm) -> None:
         self.sim = sim
         # job id -> (GPU types asked for, estimate): the types rarely change, one slot is enough
-        self._cache: dict[str, tuple[tuple[str, ...], JobEstimate]] = {}
+        self._cache: dict[str, tuple[tuple[str, ...], int, JobEstimate]] = {}
 
     def estimate(self, job: Job, gpu_types: Sequence[str]) -> JobEstimate | None:
         hit = self._cache.get(job.job_id)
-        if hit is not None and (hit[0] is gpu_types or hit[0] == tuple(gpu_types)):
-            return hit[1]
+        if (hit is not None and (hit[0] is gpu_types or hit[0] == tuple(gpu_types))
+                and hit[1] == job.restarts):
+            return hit[2]
         sj = self.sim.jobs_by_id.get(job.job_id)
         if sj is None:
             return None
-        runtimes = {t: r for t in gpu_types if math.isfinite(r := sj.runtime.get(t, math.inf))}
+        # a requeued job has only its remaining work (checkpoint restart cost included) to do
+        left = sj.work_left if sj.restarts else 1.0
+        runtimes = {t: r * left for t in gpu_types
+                    if math.isfinite(r := sj.runtime.get(t, math.inf))}
         slow = {}
         if sj.trace.gpu_fraction < 1.0:
             slow = {t: self.sim.table.mean_slowdown(t, sj.trace.workload) for t in runtimes}
-        est = JobEstimate(runtime_s=runtimes, mps_slowdown=slow)
-        self._cache[job.job_id] = (tuple(gpu_types), est)
+        est = JobEstimate(runtime_s=runtimes, mps_slowdown=slow, checkpoint=sj.trace.checkpoint)
+        self._cache[job.job_id] = (tuple(gpu_types), job.restarts, est)
         return est
 
 
@@ -70,6 +76,14 @@ class SimConfig:
     ledger_half_life_s: float = 7 * 86400.0
     sample_s: float = 600.0
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    # Share of jobs that opt in to checkpoint + requeue (chosen by a hash of the job id), and
+    # the work a restart costs (saving + loading the checkpoint). The daemon may requeue opted-in
+    # jobs only when requeue is on, as an admin would set it.
+    checkpoint_share: float = 0.0
+    requeue_overhead_s: float = 120.0
+    # Jobs submitted with hsbatch (> 0: its speed slack, HASE_SPEED_SLACK) or plain sbatch (0).
+    # hsbatch's constraint uses the runtimes the estimator gives the policies (oracle: true).
+    hsbatch_slack: float = 0.0
 
 
 @dataclass
@@ -125,11 +139,15 @@ def simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTabl
 
         estimator = DescriptorEstimator(load_predictor())
 
-        def comments(tj: TraceJob) -> str:
-            return comment(tj, table)
+        def comments(tj: TraceJob, auto: tuple[str, ...]) -> str:
+            return comment(tj, table, auto)
     elif config.predictor not in ("oracle", "model"):
         raise ConfigError(f"predictor {config.predictor!r}: use oracle or model")
-    sim = SimSlurm(spec, table, comments)
+    if config.checkpoint_share > 0:
+        trace = [replace(tj, checkpoint=True) if opts_in(tj.job_id, config.checkpoint_share)
+                 else tj for tj in trace]
+    sim = SimSlurm(spec, table, comments, requeue_overhead_s=config.requeue_overhead_s,
+                   hsbatch_slack=config.hsbatch_slack)
     shares = {a: float(s) for a, s in spec.shares.items()}
     for tj in trace:
         shares.setdefault(tj.account, 1.0)
@@ -143,7 +161,8 @@ def simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTabl
     clock = SimClock()
     # As an admin would set it (templates/schedd.toml.example): one policy Nice level (10)
     # outweighs the age + fairshare terms of the simulated multifactor priority.
-    cycle_cfg = CycleConfig(nice_scale=(slurm_cfg.weight_age + slurm_cfg.weight_fairshare) // 10 + 1)
+    cycle_cfg = CycleConfig(nice_scale=(slurm_cfg.weight_age + slurm_cfg.weight_fairshare) // 10 + 1,
+                            requeue=config.checkpoint_share > 0)
     order = sorted(trace, key=lambda j: (j.submit_s, int(j.job_id) if j.job_id.isdigit() else 0))
     n, i = len(order), 0
     t0 = order[0].submit_s if order else 0.0
@@ -164,7 +183,7 @@ def simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTabl
         if t >= next_sample:  # the state since the previous event is still the current one
             samples.append(_sample(sim, clock.t))
             next_sample = _advance(next_sample, t, config.sample_s)
-        clock.t = t
+        clock.t = sim.now = t
         sim.finish_until(t)
         while i < n and order[i].submit_s <= t:
             job = sim.add(order[i], t)
@@ -208,6 +227,12 @@ def simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTabl
                      shares=shares, cycles=cycles, updates=updates,
                      wall_s=time.perf_counter() - wall0,
                      unfinished=len(sim.pending) + len(sim.running))
+
+
+def opts_in(job_id: str, share: float) -> bool:
+    """Whether a job opts in to checkpointing: a stable hash of its id below `share`."""
+    h = int.from_bytes(hashlib.sha1(job_id.encode(), usedforsecurity=False).digest()[:8], "big")
+    return h / 2.0**64 < share
 
 
 def _advance(mark: float, now: float, step: float) -> float:

@@ -20,26 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from slurm_hase.policy.common import water_fill
 from slurm_hase.sim.engine import Sample, SimResult
-
-
-def water_fill(capacity: float, weights: Mapping[str, float], demand: Mapping[str, float]) -> dict[str, float]:
-    """Weighted max-min fair split of `capacity`, nobody above its demand."""
-    out = dict.fromkeys(demand, 0.0)
-    left = dict(demand)
-    cap = capacity
-    while left and cap > 1e-12:
-        tot_w = sum(weights.get(a, 1.0) for a in left)
-        unit = cap / tot_w
-        sated = [a for a, d in left.items() if d - out[a] <= unit * weights.get(a, 1.0)]
-        if not sated:
-            for a in left:
-                out[a] += unit * weights.get(a, 1.0)
-            break
-        for a in sated:
-            cap -= left[a] - out[a]
-            out[a] = left.pop(a)
-    return out
 
 
 def jain(values: list[float]) -> float:
@@ -86,7 +68,9 @@ def compute(result: SimResult) -> dict[str, Any]:
     submit = np.array([j.trace.submit_s for j in done])
     start = np.array([j.start for j in done])
     end = np.array([j.end for j in done])
-    jct, wait = end - submit, start - submit
+    ran = end - start + np.array([j.run_before for j in done])
+    jct = end - submit
+    wait = jct - ran  # time spent pending, every requeue included
     makespan = float(end.max() - submit.min())
     # time-averaged jobs in system via the sample step function
     ts = np.array([s.t for s in result.samples])
@@ -105,6 +89,8 @@ def compute(result: SimResult) -> dict[str, Any]:
     busy: dict[str, float] = dict.fromkeys(result.gpus_by_type, 0.0)
     for j in done:
         busy[j.gpu_type] += j.trace.num_gpus * j.trace.gpu_fraction * (j.end - j.start)
+        for t, gs in j.earlier_gpu_s.items():
+            busy[t] += gs
     util = {t: busy[t] / (c * makespan) if makespan > 0 else 0.0 for t, c in result.gpus_by_type.items()}
     placed: dict[str, int] = {}
     for j in done:
@@ -126,6 +112,7 @@ def compute(result: SimResult) -> dict[str, Any]:
         "jain_accounts": jain_over_time(result.samples, total, result.shares),
         "cycles": result.cycles,
         "updates": result.updates,
+        "requeues": int(sum(j.restarts for j in result.jobs)),
         "wall_s": result.wall_s,
     }
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from slurm_hase.daemon.cycle import RuntimeEstimator
+from slurm_hase.daemon.state import RuntimeEstimator
 from slurm_hase.errors import ConfigError
 from slurm_hase.sim.cluster import ClusterSpec
 from slurm_hase.sim.engine import SimConfig, SimResult, simulate

@@ -13,13 +13,20 @@
   if it fits and does not delay any earlier job's reservation (computed from running jobs'
   start + time limit, like Slurm); otherwise it gets a reservation on its earliest type.
 * Among the allowed GPU types, nodes are tried in config order (no node Weight).
+
+Speed: the priority order is cached (a sorted list of keys and jobs) and kept up to date
+incrementally: jobs put in the queue (submitted or requeued: SimSlurm.pending.entered) are
+inserted by bisection, jobs that left it are dropped when a pass walks past them, jobs whose
+priority changed (recalc here, Nice updates from the daemon: SimSlurm.reordered) are moved, and a
+full re-sort happens only when many keys changed at once.
+The key (-priority, submit time, index) is unique, so the cached order is exactly the sorted one.
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from slurm_hase.sim.simslurm import SimJob, SimSlurm
@@ -41,6 +48,14 @@ class SlurmConfig:
     billing: Mapping[str, float] = field(default_factory=dict)  # TRESBillingWeights per type
 
 
+OrderKey = tuple[int, float, int]
+
+
+def order_key(job: SimJob) -> OrderKey:
+    """Sort key of the pending order: highest priority first, then submit time, then index."""
+    return (-job.priority, job.trace.submit_s, job.idx)
+
+
 class SlurmScheduler:
     """Priority and scheduling passes over a SimSlurm."""
 
@@ -51,6 +66,12 @@ class SlurmScheduler:
         self.usage: dict[str, float] = {}
         self.fs_factor: dict[str, float] = {}
         self.last_calc: float | None = None
+        # the cached priority order (see module doc): parallel sorted lists, and each cached
+        # job's key by index; entries of jobs no longer pending are dropped lazily
+        self._keys: list[OrderKey] = []
+        self._queue: list[SimJob] = []
+        self._cached: dict[int, OrderKey] = {}
+        self._resort = True
 
     # ------------------------------------------------------------------ priority
 
@@ -104,12 +125,52 @@ class SlurmScheduler:
             job.priority = prio
             job.view = None
             self.sim.state_version += 1
+            if job.idx in self._cached:
+                self.sim.reordered.append(job)
 
     def order(self) -> list[SimJob]:
         """Pending jobs, highest priority first (then submit time, then id)."""
-        jobs = list(self.sim.pending.values())
-        jobs.sort(key=lambda j: (-j.priority, j.trace.submit_s, j.idx))
-        return jobs
+        return list(self._ordered())
+
+    def _ordered(self) -> Iterator[SimJob]:
+        """Pending jobs in priority order, from the cache; a caller may stop early."""
+        self._sync()
+        keys, queue, cached, pending = self._keys, self._queue, self._cached, self.sim.pending
+        i = 0
+        while i < len(queue):
+            job = queue[i]
+            if pending.get(job.job_id) is not job:  # started or cancelled since it was cached
+                del queue[i], keys[i], cached[job.idx]
+                continue
+            yield job
+            i += 1
+
+    def _sync(self) -> None:
+        """Bring the cached order up to date with jobs put in the queue and key changes."""
+        sim = self.sim
+        moved, entered = sim.reordered, sim.pending.entered
+        if self._resort or len(moved) + len(entered) > max(64, len(self._queue) // 16):
+            by_idx = {j.idx: j for j in sim.pending.values()}
+            self._keys = sorted(map(order_key, by_idx.values()))  # unique keys: no ties
+            self._queue = [by_idx[k[2]] for k in self._keys]
+            self._cached = {k[2]: k for k in self._keys}
+            self._resort = False
+        else:
+            keys, queue, cached = self._keys, self._queue, self._cached
+            for job in itertools.chain(moved, entered):  # a requeued job may still have an entry
+                key = cached.pop(job.idx, None)
+                if key is not None:
+                    i = bisect.bisect_left(keys, key)
+                    del keys[i], queue[i]
+            for job in itertools.chain(moved, entered):
+                if job.idx not in cached and sim.pending.get(job.job_id) is job:
+                    key = order_key(job)
+                    i = bisect.bisect_left(keys, key)
+                    keys.insert(i, key)
+                    queue.insert(i, job)
+                    cached[job.idx] = key
+        moved.clear()
+        entered.clear()
 
     # ------------------------------------------------------------------ passes
 
@@ -117,7 +178,7 @@ class SlurmScheduler:
         """The main scheduler; returns how many jobs started."""
         started = 0
         blocked = False
-        for job in self.order()[: self.config.default_queue_depth]:
+        for job in itertools.islice(self._ordered(), self.config.default_queue_depth):
             if job.held:
                 continue
             types = self.sim.allowed_types(job)
@@ -158,7 +219,7 @@ class SlurmScheduler:
         res: dict[str, list[list[float]]] = {t: [] for t in sim.type_order}  # [shadow, slack]
         reserved = dict.fromkeys(sim.type_order, 0)
         started = tested = 0
-        for job in self.order():
+        for job in self._ordered():
             if tested >= self.config.bf_max_job_test:
                 break
             if job.held:

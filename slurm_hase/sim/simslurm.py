@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from slurm_hase.errors import JobNotFoundError, SlurmCommandError
-from slurm_hase.policy.common import parse_features
+from slurm_hase.policy.common import fast_types, parse_features
+from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.sim.cluster import ClusterSpec
 from slurm_hase.sim.throughput import ThroughputTable
 from slurm_hase.sim.traces import TraceJob
@@ -71,18 +72,39 @@ class SimJob:
     allowed_for: tuple[str, str | None] | None = None
     allowed: tuple[str, ...] = ()
     req: GpuRequest | None = None
+    restarts: int = 0  # times requeued
+    run_before: float = 0.0  # seconds run in segments before the latest requeue
+    first_start: float = -1.0
+    earlier_gpu_s: dict[str, float] = field(default_factory=dict)  # GPU-s of earlier segments by type
+    requeued_at: float = -1.0  # Slurm's SubmitTime after a requeue (-1 = never requeued)
 
     @property
     def job_id(self) -> str:
         return self.trace.job_id
 
 
+class PendingQueue(dict[str, SimJob]):
+    """The pending jobs by id. Remembers every job put in (submitted or requeued) in `entered`,
+    which the scheduler drains to keep its cached priority order (sched.py) up to date."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered: list[SimJob] = []
+
+    def __setitem__(self, key: str, job: SimJob) -> None:
+        super().__setitem__(key, job)
+        self.entered.append(job)
+
+
 class SimSlurm:
     """The simulated Slurm controller (see module doc)."""
 
     def __init__(self, spec: ClusterSpec, table: ThroughputTable,
-                 comments: Callable[[TraceJob], str] | None = None) -> None:
+                 comments: Callable[[TraceJob, tuple[str, ...]], str] | None = None,
+                 requeue_overhead_s: float = 0.0, hsbatch_slack: float = 0.0) -> None:
         self.spec = spec
+        self.requeue_overhead_s = requeue_overhead_s
+        self.hsbatch_slack = hsbatch_slack
         self.comments = comments
         self.table = table
         self.nodes_spec = spec.nodes
@@ -101,7 +123,9 @@ class SimSlurm:
         self.node_mps_used = [0.0] * len(spec.nodes)
         self.jobs_by_id: dict[str, SimJob] = {}
         self.by_idx: list[SimJob] = []
-        self.pending: dict[str, SimJob] = {}
+        self.pending = PendingQueue()
+        # pending jobs whose priority changed outside sched.py (Nice); the scheduler drains it
+        self.reordered: list[SimJob] = []
         self.running: dict[str, SimJob] = {}
         self.finished: list[SimJob] = []
         self.ended_since_calc: list[SimJob] = []
@@ -117,13 +141,28 @@ class SimSlurm:
     # ------------------------------------------------------------------ job lifecycle
 
     def add(self, tj: TraceJob, now: float) -> SimJob:
-        """Submit a trace job (what sbatch does)."""
+        """Submit a trace job (what sbatch does; with hsbatch_slack > 0, what hsbatch does:
+        an untyped job without a constraint gets the types at most (1 + slack) x slower than
+        its fastest one, recorded in its description as hsbatch's)."""
         runtime = self.table.runtimes(tj.workload, tj.num_gpus, tj.duration_s, tuple(self.type_order))
         finite = [r for r in runtime.values() if math.isfinite(r)]
         limit = math.ceil(max(finite, default=tj.duration_s) * 1.05 / 60.0) * 60.0
         feats = "|".join(tj.constraint)
+        auto: tuple[str, ...] = ()
+        if self.hsbatch_slack > 0 and not feats and not tj.pinned:
+            fast = fast_types({t: runtime[t] for t in self.type_order
+                               if self.type_total[t] >= tj.num_gpus}, self.hsbatch_slack)
+            if fast and len(fast) < len(finite):
+                auto = tuple(t for t in self.type_order if t in fast)
+                feats = "|".join(auto)
+        if self.comments is not None:
+            text = self.comments(tj, auto)
+        elif tj.checkpoint or auto:
+            text = WorkloadDescriptor(checkpoint=tj.checkpoint, auto_types=auto).to_comment()
+        else:
+            text = ""
         job = SimJob(len(self.jobs_by_id), tj, runtime, limit, features=feats, pinned=tj.pinned,
-                     comment=self.comments(tj) if self.comments is not None else "")
+                     comment=text)
         self.jobs_by_id[tj.job_id] = job
         self.by_idx.append(job)
         need = 1 if tj.gpu_fraction < 1.0 else tj.num_gpus
@@ -170,13 +209,15 @@ class SimSlurm:
         del self.pending[job.job_id]
         self.running[job.job_id] = job
         job.state, job.reason, job.start, job.gpu_type, job.last = JobState.RUNNING, "None", now, gtype, now
+        if job.first_start < 0:
+            job.first_start = now
         job.view = None
         if job.trace.gpu_fraction < 1.0:
             self._start_shared(job, gtype, now)
         else:
             self._take_whole(job, gtype)
             job.rate = 1.0 / job.runtime[gtype]
-            self._push_end(job, now + job.runtime[gtype])
+            self._push_end(job, now + job.work_left * job.runtime[gtype])
         self.busy_gpus[gtype] += job.trace.num_gpus * job.trace.gpu_fraction
         self.touch()
         self.job_set_version += 1
@@ -336,9 +377,9 @@ class SimSlurm:
             tres_per_node=tres if tj.gpu_fraction < 1.0 else "", gpu=req,
             alloc_gpus={job.gpu_type: max(tj.num_gpus, 1)} if running else {},
             nodes=",".join(self.nodes_spec[i].name for i, _ in job.alloc) if running else "",
-            submit_time=int(tj.submit_s), start_time=int(job.start) if running else None,
+            submit_time=int(job.requeued_at if job.restarts else tj.submit_s), start_time=int(job.start) if running else None,
             time_limit_s=int(job.time_limit), held=job.held,
-            comment=job.comment,
+            comment=job.comment, requeue=True, restarts=job.restarts,
         )
 
     def nodes(self) -> list[Node]:
@@ -404,6 +445,7 @@ class SimSlurm:
         if update.nice is not None:
             job.priority += job.nice - update.nice
             job.nice = update.nice
+            self.reordered.append(job)
         job.view = None
         self.touch()
 
@@ -417,7 +459,35 @@ class SimSlurm:
         self.touch()
 
     def requeue(self, job_id: str) -> None:
-        raise SlurmCommandError(["scontrol", "requeue", job_id], 1, "SimSlurm: requeue not supported")
+        """What `scontrol requeue` does to a checkpointing job: it stops, saves its progress
+        and waits again; restarting costs `requeue_overhead_s` of work on the type it resumes
+        on (saving + loading the checkpoint). Whole-GPU jobs only."""
+        job = self.jobs_by_id.get(job_id)
+        if job is None:
+            raise JobNotFoundError(job_id)
+        if job.state is not JobState.RUNNING or job.shared is not None:
+            raise SlurmCommandError(["scontrol", "requeue", job_id], 1,
+                                    "Job is not running or cannot be requeued")
+        now = self.now
+        gtype = job.gpu_type
+        job.work_left = max(job.work_left - job.rate * (now - job.last), 0.0)
+        job.work_left = min(job.work_left + self.requeue_overhead_s / job.runtime[gtype], 1.0)
+        del self.running[job_id]
+        for i, take in job.alloc:
+            self.node_free[i] += take
+            self._node_views[i] = None
+        self.type_free[gtype] += job.trace.num_gpus
+        self.busy_gpus[gtype] -= job.trace.num_gpus
+        job.run_before += now - job.start
+        job.earlier_gpu_s[gtype] = job.earlier_gpu_s.get(gtype, 0.0) + job.trace.num_gpus * (now - job.start)
+        job.state, job.reason, job.view, job.alloc = JobState.PENDING, "BeginTime", None, []
+        job.rate, job.version = 0.0, job.version + 1
+        job.restarts += 1
+        job.requeued_at = now
+        self.pending[job_id] = job
+        self.ended_since_calc.append(job)
+        self.touch()
+        self.job_set_version += 1
 
     def cancel(self, job_id: str) -> None:
         job = self._pending_job(job_id)

@@ -53,6 +53,7 @@ class TraceJob:
     workload: str = ""  # Gavel job type ("ResNet-50 (batch size 64)")
     constraint: tuple[str, ...] = ()  # allowed GPU types from the trace (OR), () = any
     pinned: str | None = None
+    checkpoint: bool = False  # opted in to checkpoint + requeue (descriptor checkpoint=yes)
 
 
 def _rows(path: Path, required: Sequence[str], delimiter: str = ",") -> Iterator[tuple[int, dict[str, str]]]:

@@ -9,6 +9,7 @@ job's reference runtime * its measured v100 steps/s.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.sim.throughput import REFERENCE_TYPE, ThroughputTable
@@ -30,9 +31,10 @@ def descriptor(job: TraceJob, table: ThroughputTable) -> WorkloadDescriptor:
     iters = max(int(job.duration_s * tput), 1) if tput > 0 else None
     mps = int(round(job.gpu_fraction * 100)) if job.gpu_fraction < 1.0 else None
     return WorkloadDescriptor(model=GAVEL_MODELS.get(name, "resnet50"), batch_size=bs,
-                              num_gpus=max(job.num_gpus, 1), iterations=iters, mps_share=mps)
+                              num_gpus=max(job.num_gpus, 1), iterations=iters, mps_share=mps,
+                              checkpoint=job.checkpoint)
 
 
-def comment(job: TraceJob, table: ThroughputTable) -> str:
-    """The `{"hase":1,...}` job comment."""
-    return descriptor(job, table).to_comment()
+def comment(job: TraceJob, table: ThroughputTable, auto_types: tuple[str, ...] = ()) -> str:
+    """The `{"hase":1,...}` job comment (with the constraint hsbatch added, if any)."""
+    return replace(descriptor(job, table), auto_types=auto_types).to_comment()

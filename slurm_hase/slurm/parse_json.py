@@ -173,6 +173,8 @@ def _job(rec: dict[str, Any]) -> Job:
         held=is_held(state, priority, why, rec.get("hold")),
         array_job_id=array_job,
         array_task_id=array_task,
+        requeue=rec.get("requeue") is True,
+        restarts=num(rec.get("restart_cnt")) or 0,
     )
 
 

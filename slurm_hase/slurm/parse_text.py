@@ -161,6 +161,8 @@ def _job(rec: dict[str, str]) -> Job:
         held=state is JobState.PENDING and (priority == 0 or why.startswith("JobHeld")),
         array_job_id=rec.get("ArrayJobId") or None,
         array_task_id=rec.get("ArrayTaskId") or None,
+        requeue=rec.get("Requeue") == "1",
+        restarts=_int(rec.get("Restarts", "0"), what),
     )
 
 

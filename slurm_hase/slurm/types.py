@@ -76,6 +76,8 @@ class Job:
     held: bool = False
     array_job_id: str | None = None
     array_task_id: str | None = None
+    requeue: bool = False  # Slurm may requeue it (--requeue or JobRequeue=1)
+    restarts: int = 0  # times it was requeued so far
 
     @property
     def pending(self) -> bool:

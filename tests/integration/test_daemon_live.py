@@ -160,3 +160,26 @@ def test_job_cancelled_between_observe_and_act(
                     CycleConfig(partitions=("gpu",)))
     assert a in {j for j, _ in res.skipped} and b in {j for j, _ in res.applied}
     assert res.errors == []
+
+
+def test_hsbatch_constraint_is_ours_a_users_is_not(
+        slurm_backend: CommandBackend, submitted: list[str]) -> None:
+    marked = submit(slurm_backend, submitted, "hase-auto", "--gpus=1", "--constraint=a100",
+                    '--comment={"hase":1,"model":"resnet50","at":"a100"}')
+    users = submit(slurm_backend, submitted, "hase-user", "--gpus=1", "--constraint=a100",
+                   '--comment={"hase":1,"model":"resnet50"}')
+    from slurm_hase.policy.types import ClusterState, Decision
+
+    class Widen:
+        name, summary = "widen", "test"
+
+        def decide(self, state: ClusterState) -> list[Decision]:
+            return [Decision(p.job_id, gpu_types=("a100", "v100")) for p in state.pending
+                    if p.job_id in (marked, users)]
+
+    res = run_cycle(slurm_backend, Widen(), Table(), WallClock(), UsageLedger(3600.0), {}, CFG,
+                    owned={})
+    assert [j for j, _ in res.applied] == [marked], (res.applied, res.skipped)
+    feats = {j.job_id: j.features for j in slurm_backend.jobs() if j.job_id in (marked, users)}
+    assert feats == {marked: "a100|v100", users: "a100"}
+    assert "user constraint" in dict(res.skipped)[users]

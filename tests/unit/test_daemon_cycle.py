@@ -200,7 +200,7 @@ def _reference_digest(state: ClusterState) -> str:
     """state_digest as first written: sha1 of repr() of the whole payload."""
     import hashlib
 
-    from slurm_hase.daemon.cycle import _pending_key
+    from slurm_hase.daemon.state import _pending_key
 
     payload = (state.now, sorted(state.pools.items()), sorted(state.shares.items()),
                sorted(state.usage.items()), [_pending_key(p) for p in state.pending],
@@ -212,7 +212,7 @@ def _reference_digest(state: ClusterState) -> str:
 def test_cached_build_state_and_digest_match_uncached() -> None:
     from dataclasses import replace as dreplace
 
-    from slurm_hase.daemon.cycle import StateCache, job_digest, state_digest
+    from slurm_hase.daemon.state import StateCache, job_digest, state_digest
 
     cache = StateCache()
     cfg = CycleConfig(partitions=("gpu",))
@@ -242,7 +242,7 @@ def test_cached_build_state_and_digest_match_uncached() -> None:
 
 
 def test_running_job_reused_only_while_inputs_match() -> None:
-    from slurm_hase.daemon.cycle import StateCache
+    from slurm_hase.daemon.state import StateCache
 
     cache = StateCache()
     cfg = CycleConfig(partitions=("gpu",))

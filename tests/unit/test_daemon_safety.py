@@ -119,8 +119,8 @@ def test_nice_scale_multiplies_and_widens_the_limit() -> None:
 
 
 def test_capacity_given_equals_built_from_nodes() -> None:
-    from slurm_hase.daemon.cycle import _summarize
     from slurm_hase.daemon.safety import Capacity
+    from slurm_hase.daemon.state import _summarize
 
     nodes = [gpu_node("a1", "a100"), gpu_node("v1", "v100", partition="other"),
              gpu_node("d1", "t4", state="DOWN")]
@@ -136,3 +136,19 @@ def test_capacity_given_equals_built_from_nodes() -> None:
     assert (plan_updates(decs, [job], nodes=nodes, skipped=notes_a)
             == plan_updates(decs, [job], nodes=nodes, capacity=shared, skipped=notes_b))
     assert notes_a == notes_b and notes_a
+
+
+def test_hsbatch_constraint_recorded_in_the_description_is_ours() -> None:
+    from dataclasses import replace
+
+    marked = replace(job(features="v100|a100"),
+                     comment='{"hase":1,"model":"resnet50","at":"a100|v100"}')
+    out, _ = plan([Decision("1", gpu_types=("a100", "v100", "t4"))], [marked], owned={})
+    assert out == [("1", JobUpdate(features="a100|v100|t4"))]
+    # the user changed it afterwards (no longer what hsbatch recorded): theirs now
+    changed = replace(marked, features="v100")
+    out, notes = plan([Decision("1", gpu_types=("a100",))], [changed], owned={})
+    assert out == [] and "user constraint" in notes[0][1]
+    # a broken description never makes a constraint ours
+    broken = replace(marked, comment='{"hase":1,"at":"a100|v100",')
+    assert plan([Decision("1", gpu_types=("t4",))], [broken], owned={})[0] == []

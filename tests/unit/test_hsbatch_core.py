@@ -87,12 +87,12 @@ def test_plain_job_passes_through_untouched(tmp_path: Path) -> None:
 def test_description_attached_and_types_constrained(tmp_path: Path) -> None:
     s = script(tmp_path, "#SBATCH --gres=gpu:1\n#SBATCH -t 10\n#HASE model=resnet50 bs=64\n"
                          "#HASE iterations=2000\n")
-    r = hsbatch([s], runner=FakeRunner())
+    r = hsbatch([s], runner=FakeRunner(), env={"HASE_SPEED_SLACK": "0"})  # no speed limit
     (argv, _), = r.calls
     assert argv[0] == "sbatch" and argv[-1] == s
     comment = argv[1].removeprefix("--comment=")
     assert WorkloadDescriptor.from_comment(comment) == WorkloadDescriptor(
-        model="resnet50", batch_size=64, iterations=2000)
+        model="resnet50", batch_size=64, iterations=2000, auto_types=("a100", "v100"))
     # 2000 iterations: a100 200 s and v100 600 s finish in 10 min, t4 (2000 s) does not
     assert argv[2] == "--constraint=a100|v100"
     assert r.err == ""
@@ -223,7 +223,8 @@ def test_explain_goes_to_stderr(tmp_path: Path) -> None:
     s = script(tmp_path, "#SBATCH -G 2 -t 1:00:00\n#HASE model=resnet50 iterations=10000\n")
     r = hsbatch(["--parsable", "--hase-explain", s])
     assert r.out == "Submitted batch job 7\n"
-    assert "a100" in r.err and "t4" in r.err and "constraint added: a100|v100" in r.err
+    assert "a100" in r.err and "t4" in r.err and "constraint added: a100\n" in r.err
+    assert "fast" in r.err.splitlines()[1]  # the speed column
 
 
 def test_partition_limits_types(tmp_path: Path) -> None:
@@ -257,3 +258,50 @@ def test_metacharacters_are_literal(tmp_path: Path) -> None:
     argv = r.calls[0][0]
     assert argv[2:] == ["-J", name, s, "$1", ";"]
     assert not (d / "x").exists()
+
+
+@pytest.mark.parametrize(("extra", "env", "directive", "want_flag", "warns"), [
+    ([], {}, "", True, False),
+    (["--requeue"], {}, "", False, False),          # already asked for: not doubled
+    (["--no-requeue"], {}, "", False, True),        # the user's choice wins, with a warning
+    ([], {"SBATCH_NO_REQUEUE": "1"}, "", False, True),
+    ([], {}, "#SBATCH --no-requeue\n", False, True),
+    (["--requeue"], {}, "#SBATCH --no-requeue\n", False, False),  # command line beats script
+])
+def test_checkpoint_makes_the_job_requeueable(tmp_path: Path, extra: list[str],
+                                              env: dict[str, str], directive: str,
+                                              want_flag: bool, warns: bool) -> None:
+    s = script(tmp_path, f"#SBATCH --gres=gpu:1\n{directive}#HASE model=resnet50 checkpoint=yes\n")
+    r = hsbatch([*extra, s], env=env)
+    (argv, _), = r.calls
+    comment = next(a for a in argv if a.startswith("--comment=")).removeprefix("--comment=")
+    desc = WorkloadDescriptor.from_comment(comment)
+    assert desc is not None and desc.checkpoint
+    added = [a for a in argv[:argv.index(s)] if a == "--requeue" and a not in extra]
+    assert bool(added) == want_flag and argv.count("--requeue") <= 1
+    assert ("--no-requeue" in r.err) == warns
+
+
+
+@pytest.mark.parametrize(("slack", "want"), [("", "a100"), ("2", "a100|v100"), ("9", None),
+                                             ("0", None), ("bogus", "a100")])
+def test_speed_slack_narrows_and_marks_the_constraint(tmp_path: Path, slack: str,
+                                                      want: str | None) -> None:
+    # a100 0.1 s, v100 0.3 s, t4 1.0 s per iteration; no time limit: only speed can narrow
+    s = script(tmp_path, "#SBATCH --gres=gpu:1\n#HASE model=resnet50\n")
+    r = hsbatch([s], env={"HASE_SPEED_SLACK": slack} if slack else {})
+    (argv, _), = r.calls
+    comment = argv[1].removeprefix("--comment=")
+    desc = WorkloadDescriptor.from_comment(comment)
+    assert desc is not None
+    got = next((a.removeprefix("--constraint=") for a in argv if a.startswith("--constraint=")),
+               None)
+    assert got == want
+    assert desc.auto_types == (tuple(want.split("|")) if want else ())
+
+
+def test_no_speed_narrowing_when_the_description_cannot_be_attached(tmp_path: Path) -> None:
+    s = script(tmp_path, "#SBATCH --gres=gpu:1\n#HASE model=resnet50\n")
+    r = hsbatch(["--comment=mine", s])
+    (argv, _), = r.calls
+    assert not any(a.startswith("--constraint") for a in argv)  # the daemon could not undo it

@@ -41,3 +41,21 @@ def test_simulate_refuses_unknown_gpu_type(tmp_path: Path, fixtures_dir: Path) -
         "--cluster", str(spec), "--data-dir", str(data), "--out", str(tmp_path / "o")])
     assert res.exit_code != 0
     assert "did you mean" in str(res.exception)
+
+
+def test_simulate_checkpoint_share_turns_rotation_on(tmp_path: Path, fixtures_dir: Path) -> None:
+    data = _data_dir(tmp_path, fixtures_dir)
+    trace = fixtures_dir / "sim" / "gavel_max_min_fairness_excerpt.trace"
+    common = ["--trace", str(trace), "--gpus", "k80=4,p100=4,v100=4", "--policy", "fair",
+              "--knob", "min_run_s=0", "--data-dir", str(data), "--no-plots"]
+    counts = []
+    for share in ("0", "1"):
+        out = tmp_path / f"out{share}"
+        res = CliRunner().invoke(simulate, [*common, "--checkpoint-share", share, "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        metrics = json.loads((out / "fair.json").read_text())["metrics"]
+        assert metrics["jobs"] == 40 and metrics["unfinished"] == 0
+        counts.append(metrics["requeues"])
+    assert counts[0] == 0 and counts[1] > 0
+    bad = CliRunner().invoke(simulate, [*common, "--checkpoint-share", "1.5", "--out", str(tmp_path)])
+    assert bad.exit_code == 2 and "checkpoint-share" in bad.output

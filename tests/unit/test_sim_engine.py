@@ -138,3 +138,64 @@ def test_model_predictor_goes_through_the_daemon_estimator(table: ThroughputTabl
     res = simulate(jobs, spec, table, SimConfig(policy="hase", interval_s=300, predictor="model"))
     assert res.unfinished == 0 and res.updates > 0
     assert res.jobs[0].comment.startswith('{"hase":1')  # what hsbatch would have written
+
+
+def test_requeue_keeps_progress_charges_overhead_and_frees_gpus(table: ThroughputTable) -> None:
+    from dataclasses import replace
+
+    spec = uniform_cluster({"v100": 2})
+    sim = SimSlurm(spec, table, requeue_overhead_s=60.0)
+    job = sim.add(replace(_job(1, 0, dur=1000), checkpoint=True), 0.0)
+    sim.start(job, "v100", 0.0)
+    full = job.runtime["v100"]
+    sim.now = full / 2
+    sim.requeue("1")
+    assert job.state is JobState.PENDING and job.restarts == 1 and sim.type_free["v100"] == 2
+    assert job.work_left == pytest.approx(0.5 + 60.0 / full)
+    view = next(v for v in sim.jobs() if v.job_id == "1")
+    assert view.requeue and view.restarts == 1 and view.submit_time == int(full / 2)
+    assert '"ckpt":1' in view.comment
+    with pytest.raises(SlurmCommandError):
+        sim.requeue("1")  # pending: nothing to requeue
+    sim.start(job, "v100", full)
+    assert sim.next_end() == pytest.approx(full + full * (0.5 + 60.0 / full))
+    with pytest.raises(JobNotFoundError):
+        sim.requeue("nope")
+
+
+def test_rotation_in_the_loop_is_deterministic_and_counted(table: ThroughputTable) -> None:
+    spec = uniform_cluster({"v100": 4})
+    # account a fills the cluster with long jobs; b arrives later with short ones
+    jobs = [_job(i, 0, dur=40_000, acct="a") for i in range(4)]
+    jobs += [_job(10 + i, 4000 + i, dur=600, acct="b") for i in range(2)]
+    cfg = SimConfig(policy="fair", knobs={"min_run_s": 1800}, checkpoint_share=1.0)
+    first = compute(simulate(jobs, spec, table, cfg))
+    assert first["requeues"] >= 1 and first["unfinished"] == 0
+    assert compute(simulate(jobs, spec, table, cfg)) | {"wall_s": 0} == first | {"wall_s": 0}
+    res = simulate(jobs, spec, table, cfg)
+    b = [j for j in res.jobs if j.trace.account == "b"]
+    assert max(j.first_start for j in b) < 4000 + 600  # started at the next cycle, not after 40k s
+    off = simulate(jobs, spec, table, SimConfig(policy="fair", knobs={"min_run_s": 1800}))
+    assert compute(off)["requeues"] == 0
+    assert min(j.first_start for j in off.jobs if j.trace.account == "b") > 30_000
+
+
+def test_hsbatch_submission_constrains_to_fast_types_and_marks_it(table: ThroughputTable) -> None:
+    from slurm_hase.predict.descriptor import WorkloadDescriptor
+
+    spec = uniform_cluster({"k80": 4, "p100": 4, "v100": 4})
+    plain = SimSlurm(spec, table).add(_job(1, 0), 0.0)
+    assert plain.features == "" and plain.comment == ""
+    sim = SimSlurm(spec, table, hsbatch_slack=0.5)
+    job = sim.add(_job(1, 0), 0.0)
+    best = min(job.runtime.values())
+    want = tuple(t for t in sim.type_order if job.runtime[t] <= 1.5 * best)
+    assert 0 < len(want) < 3 and job.features == "|".join(want)
+    desc = WorkloadDescriptor.from_comment(job.comment)
+    assert desc is not None and desc.auto_types == want
+    # a trace constraint is the user's: hsbatch adds nothing over it
+    kept = sim.add(_job(2, 0, constraint=("k80",)), 0.0)
+    assert kept.features == "k80" and kept.comment == ""
+    # the daemon may widen hsbatch's constraint (it is marked as ours)
+    res = simulate([_job(3, 0)], spec, table, SimConfig(policy="fair", hsbatch_slack=0.5))
+    assert res.jobs[0].gpu_type in want

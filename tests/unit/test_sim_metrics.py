@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_hase.sim.metrics import isolated_runtime, jain, water_fill
+from slurm_hase.policy.common import water_fill
+from slurm_hase.sim.metrics import isolated_runtime, jain
 
 
 def test_water_fill_caps_demand_and_splits_rest_by_weight() -> None:

@@ -88,6 +88,8 @@ def test_specific_fields_of_the_job_mix(fixtures_dir: Path) -> None:
         assert arr.array_job_id == arr.job_id and arr.gpu == GpuRequest(1, None, "job")
         assert jobs["run-a100"].gpu == GpuRequest(1, "a100", "job")
         assert jobs["run-a100"].alloc_gpus == {"a100": 1}
+        # the capture cluster runs with JobRequeue=1: every batch job may be requeued
+        assert all(j.requeue and j.restarts == 0 for j in jobs.values()), label
 
 
 def test_tres_prefix_is_kept_as_slurm_wrote_it(fixtures_dir: Path) -> None:

@@ -1,0 +1,143 @@
+"""Safety rules and the act step for requeue (rotation) decisions on running jobs.
+
+A policy may ask to requeue a running job (Decision.requeue). The daemon does it only when:
+- the admin turned requeue on (CycleConfig.requeue) and the cycle is not a dry run;
+- the job is still RUNNING in a managed partition, Slurm may requeue it (Requeue=1) and its
+  descriptor says checkpoint=yes (the job resumes from its checkpoint);
+- it has run for at least requeue_min_run_s;
+- no more than requeue_max jobs are requeued in one cycle.
+Everything refused is recorded in `skipped` with the reason. A decision's Nice and GPU types are set
+on the job right after the requeue, under the same rules as any pending job's (plan_updates),
+so Slurm does not restart it where it just was before the next cycle orders the queue.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from slurm_hase.daemon.act import GONE_MARKERS, apply_one
+from slurm_hase.daemon.safety import Capacity, OwnedAttrs, plan_updates
+from slurm_hase.errors import (
+    DescriptorError,
+    JobNotFoundError,
+    SlurmCommandError,
+    SlurmError,
+    SlurmUnavailableError,
+)
+from slurm_hase.policy.types import Decision
+from slurm_hase.predict.descriptor import WorkloadDescriptor
+from slurm_hase.slurm.backend import SlurmBackend
+from slurm_hase.slurm.types import Job, JobState, JobUpdate
+
+if TYPE_CHECKING:
+    from slurm_hase.daemon.cycle import CycleConfig, CycleResult
+
+log = logging.getLogger("slurm_hase.daemon")
+
+
+def opted_in(job: Job) -> bool:
+    """Slurm may requeue the job and its descriptor says checkpoint=yes."""
+    if not job.requeue:
+        return False
+    try:
+        desc = WorkloadDescriptor.from_comment(job.comment)
+    except DescriptorError:
+        return False
+    return desc is not None and desc.checkpoint
+
+
+def plan_requeues(decisions: Sequence[Decision], jobs: Sequence[Job], now: float,
+                  config: CycleConfig, skipped: list[tuple[str, str]],
+                  owned: Mapping[str, OwnedAttrs] | None = None,
+                  capacity: Capacity | None = None) -> list[tuple[str, JobUpdate | None]]:
+    """(job id, update to make once it is pending again) in decision order; refusals go to
+    `skipped`. The update (Nice, Features of the decision) passes the same safety rules as
+    every pending job's (plan_updates), as if the job were pending already."""
+    wanted = [d for d in decisions if d.requeue]
+    if not wanted:
+        return []
+    if not config.requeue:
+        skipped.extend((d.job_id, "requeue is off (schedd config requeue = false)") for d in wanted)
+        return []
+    by_id = {j.job_id: j for j in jobs}
+    out: list[tuple[str, JobUpdate | None]] = []
+    for d in wanted:
+        job = by_id.get(d.job_id)
+        why = ""
+        if job is None or job.state is not JobState.RUNNING:
+            why = "not running"
+        elif not opted_in(job):
+            why = "not opted in (needs checkpoint=yes and Requeue=1)"
+        elif job.start_time is None or now - job.start_time < config.requeue_min_run_s:
+            why = f"ran less than {config.requeue_min_run_s:g} s"
+        elif len(out) >= config.requeue_max:
+            why = f"more than {config.requeue_max} requeues this cycle"
+        elif any(d.job_id == j for j, _ in out):
+            why = "asked twice"
+        if why or job is None:
+            skipped.append((d.job_id, f"requeue refused: {why}"))
+            continue
+        after = plan_updates(
+            [replace(d, requeue=False)], [replace(job, state=JobState.PENDING)], owned=owned,
+            skipped=skipped, nice_min_delta=config.nice_min_delta, nice_limit=config.nice_limit,
+            nice_quantum=config.nice_quantum, nice_scale=config.nice_scale,
+            capacity=capacity if capacity is not None else Capacity())
+        out.append((d.job_id, after[0][1] if after else None))
+    return out
+
+
+def requeue_one(backend: SlurmBackend, job_id: str) -> tuple[str, str]:
+    """("applied"|"skipped"|"error"|"unavailable", message); never raises for Slurm errors."""
+    try:
+        backend.requeue(job_id)
+    except SlurmUnavailableError as exc:
+        return "unavailable", str(exc)
+    except JobNotFoundError:
+        return "skipped", "job gone before requeue"
+    except SlurmCommandError as exc:
+        if any(m in exc.stderr.lower() for m in GONE_MARKERS):
+            return "skipped", f"job moved on: {exc.stderr}"
+        log.warning("job %s: requeue refused: %s", job_id, exc)
+        return "error", str(exc)
+    except SlurmError as exc:
+        log.warning("job %s: requeue failed: %s", job_id, exc)
+        return "error", str(exc)
+    return "applied", ""
+
+
+def apply_requeues(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate | None]],
+                   result: CycleResult, owned: MutableMapping[str, OwnedAttrs] | None) -> None:
+    """Requeue each job (then update it); record outcomes in `result`; stop once Slurm is
+    unavailable."""
+    for job_id, update in planned:
+        outcome, msg = requeue_one(backend, job_id)
+        if outcome == "applied":
+            result.requeued.append(job_id)
+            log.info("job %s: requeued (rotation)", job_id)
+            if update is not None:
+                status, why = apply_one(backend, job_id, update)
+                if status == "applied":
+                    result.applied.append((job_id, update))
+                    if owned is not None:
+                        prev = owned.get(job_id, OwnedAttrs())
+                        owned[job_id] = OwnedAttrs(
+                            nice=update.nice if update.nice is not None else prev.nice,
+                            features=update.features if update.features is not None
+                            else prev.features)
+                elif status == "unavailable":
+                    result.unavailable = True
+                    result.errors.append((job_id, why))
+                    return
+                else:
+                    result.skipped.append((job_id, f"nice after requeue: {why}"))
+        elif outcome == "skipped":
+            result.skipped.append((job_id, msg))
+        elif outcome == "unavailable":
+            result.unavailable = True
+            result.errors.append((job_id, msg))
+            return
+        else:
+            result.errors.append((job_id, msg))

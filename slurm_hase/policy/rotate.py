@@ -1,0 +1,187 @@
+"""GPU rotation: which running, checkpointable jobs to requeue so under-served accounts start now.
+
+Non-preemptive fairness can only act when GPUs free up; on heavy-tailed traces (Philly) one
+account's week-long jobs then hold its GPUs while other accounts wait. Jobs that opt in
+(descriptor ``checkpoint=yes`` and Slurm may requeue them) can be requeued instead: they save
+their state, wait again and resume. This module picks them:
+
+1. Entitlement e_a = weighted max-min share of all managed GPUs over active accounts, capped by
+   each account's demand (GPUs held + GPUs its pending jobs ask). What an account holds is
+   counted as normalised service (GPUs x fraction x speed there / its best speed, as in
+   fair.py), so ten slow GPUs are not mistaken for ten fast ones.
+2. Walk the pending jobs in the order Slurm will try them (the fair order). A job that fits in
+   free GPUs of its allowed types takes them (Slurm will start it). A job that does not fit may
+   free GPUs on its first allowed type by requeueing jobs there that
+   - opted in and have run at least ``min_run_s`` (each run keeps a useful quantum),
+   - belong to another account that, without them, is still served at least as well relative
+     to its share (held / e) as the waiting job's account will be with it: fairness never gets
+     worse, so an under-served account takes from over-served ones, never the reverse,
+   - have more predicted time left than the pending job needs there (shortest remaining first:
+     a nearly finished job is never stopped for a longer one).
+   The victims with the most time left go first, and only if they free enough GPUs.
+3. Migration (``migrate_margin`` > 0): GPUs of a type still idle after that walk, and that no
+   unserved pending job may use, take opted-in jobs running on a slower type when the remaining
+   time there (plus ``restart_cost_s``) is below (1 - margin) x the remaining time where they
+   are: the job is requeued with the faster type as its constraint.
+4. At most ``max_per_cycle`` requeues per call; whole-GPU jobs only (MPS shares are never
+   requeued and never trigger one).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+from slurm_hase.policy.common import water_fill
+from slurm_hase.policy.types import ClusterState, Decision, PendingJob, RunningJob
+
+_EPS = 1e-9
+
+
+def entitlements(state: ClusterState, pending: Sequence[PendingJob]) -> dict[str, float]:
+    """Weighted max-min GPUs per active account, capped by demand (held + asked)."""
+    demand: dict[str, float] = defaultdict(float)
+    for r in state.running:
+        demand[r.account] += r.num_gpus * r.gpu_fraction
+    for p in pending:
+        demand[p.account] += p.num_gpus * p.gpu_fraction
+    total = float(sum(p.total_gpus for p in state.pools.values()))
+    return water_fill(total, state.shares, demand)
+
+
+def _service(r: RunningJob) -> float:
+    """Normalised service rate of a running job: GPUs x fraction x speed there / best speed."""
+    return r.num_gpus * r.gpu_fraction * r.relative_speed
+
+
+def _victims(state: ClusterState, min_run_s: float) -> dict[str, list[RunningJob]]:
+    """Requeueable running jobs per GPU type, most predicted time left first."""
+    out: dict[str, list[RunningJob]] = defaultdict(list)
+    for r in state.running:
+        if r.preemptible and r.gpu_fraction >= 1.0 and state.now - r.start_time >= min_run_s:
+            out[r.gpu_type].append(r)
+    for jobs in out.values():
+        jobs.sort(key=lambda r: (-(r.expected_end - state.now), r.job_id))
+    return out
+
+
+def rotation(state: ClusterState, order: Sequence[PendingJob],
+             allowed: Mapping[str, Sequence[str]], *, min_run_s: float,
+             max_per_cycle: int, requeued_nice: int | None = None,
+             srpt_factor: float = 0.0, migrate_margin: float = 0.0,
+             restart_cost_s: float = 0.0, yield_factor: float = 1.0) -> list[Decision]:
+    """Requeue decisions for running jobs (module docstring); [] when nothing is worth it.
+
+    `order`: pending jobs in the order Slurm will try them; `allowed`: job id -> the GPU types
+    it may use (the Features the policy gives it, best first). `requeued_nice`: the Nice a
+    requeued job gets (behind the current order) so Slurm does not restart it at once."""
+    if max_per_cycle <= 0:
+        return []
+    victims = _victims(state, min_run_s)
+    if not victims:
+        return []
+    served: set[str] = set()
+    ent = entitlements(state, order)
+    held: dict[str, float] = defaultdict(float)  # normalised service rate now (fair.py)
+    for r in state.running:
+        held[r.account] += _service(r)
+    free = {t: float(max(0, p.free_gpus)) for t, p in state.pools.items()}
+    out: list[Decision] = []
+    taken: set[str] = set()
+    for job in order:
+        types = [t for t in allowed.get(job.job_id, ()) if t in free]
+        if not types:
+            continue
+        need_gpus = float(job.num_gpus) if job.gpu_fraction >= 1.0 else 1.0
+        best = min(job.runtime_s.get(t, float("inf")) for t in types)
+        fit = next((t for t in types if free[t] + _EPS >= need_gpus), None)
+        if fit is not None:
+            free[fit] -= need_gpus
+            held[job.account] += job.num_gpus * job.gpu_fraction * best / job.runtime_s[fit]
+            served.add(job.job_id)
+            continue
+        k = types[0]
+        share = job.num_gpus * job.gpu_fraction * best / job.runtime_s[k]
+        e_a = max(ent.get(job.account, 0.0), _EPS)
+        after_a = (held[job.account] + share) / e_a  # the waiting account's level, served
+        left = job.runtime_s.get(k, float("inf"))
+        picks: list[RunningJob] = []
+        gain = free[k]
+        drop: dict[str, float] = defaultdict(float)
+        for v in victims.get(k, ()):
+            if gain + _EPS >= need_gpus:
+                break
+            if v.job_id in taken:
+                continue
+            remaining = v.expected_end - state.now
+            if v.account == job.account:
+                # its own much longer job: shortest-remaining-first inside the account
+                if srpt_factor <= 0 or remaining <= srpt_factor * left:
+                    continue
+            else:
+                # fairness may only improve: the victim's account stays at least as well served
+                # (relative to its share) as the waiting account will be
+                e_b = max(ent.get(v.account, 0.0), _EPS)
+                if (held[v.account] - drop[v.account] - _service(v)) / e_b < after_a - _EPS:
+                    continue
+                if remaining <= max(yield_factor * left, 2.0 * restart_cost_s):
+                    continue
+            picks.append(v)
+            drop[v.account] += _service(v)
+            gain += v.num_gpus
+        if gain + _EPS < need_gpus or not picks:
+            continue
+        if len(out) + len(picks) > max_per_cycle:
+            break
+        for v in picks:
+            taken.add(v.job_id)
+            held[v.account] -= _service(v)
+            out.append(Decision(v.job_id, requeue=True, nice=requeued_nice,
+                                reason=f"rotate: {k} GPUs for job {job.job_id} of {job.account}"))
+        free[k] = gain - need_gpus
+        held[job.account] += share
+        served.add(job.job_id)
+    if migrate_margin > 0 and len(out) < max_per_cycle:
+        waiting = {t for p in order if p.job_id not in served for t in allowed.get(p.job_id, ())}
+        out += migrations(state, free, waiting, taken, min_run_s=min_run_s,
+                          margin=migrate_margin, restart_cost_s=restart_cost_s,
+                          limit=max_per_cycle - len(out), requeued_nice=requeued_nice)
+    return out
+
+
+def migrations(state: ClusterState, free: Mapping[str, float], waiting: set[str],
+               taken: set[str], *, min_run_s: float, margin: float, restart_cost_s: float,
+               limit: int, requeued_nice: int | None) -> list[Decision]:
+    """Move opted-in jobs to a faster type that has idle GPUs nobody pending waits for.
+
+    A job moves when its remaining time there (plus `restart_cost_s`) is below
+    (1 - margin) x its remaining time where it is; the biggest savings go first."""
+    room = {t: n for t, n in free.items() if t not in waiting and n >= 1}
+    if not room:
+        return []
+    moves: list[tuple[float, str, RunningJob, str]] = []
+    for r in state.running:
+        if (not r.preemptible or r.gpu_fraction < 1.0 or r.job_id in taken
+                or state.now - r.start_time < min_run_s or r.gpu_type not in r.runtime_s):
+            continue
+        here = r.expected_end - state.now
+        for t, n in room.items():
+            rt = r.runtime_s.get(t, 0.0)
+            if t == r.gpu_type or n < r.num_gpus or rt <= 0:
+                continue
+            there = here * rt / r.runtime_s[r.gpu_type] + restart_cost_s
+            if there < (1.0 - margin) * here:
+                moves.append((here - there, r.job_id, r, t))
+    moves.sort(key=lambda m: (-m[0], m[1]))
+    left = dict(room)
+    out: list[Decision] = []
+    for _, _, r, t in moves:
+        if len(out) >= limit:
+            break
+        if r.job_id in taken or left[t] < r.num_gpus:
+            continue
+        left[t] -= r.num_gpus
+        taken.add(r.job_id)
+        out.append(Decision(r.job_id, requeue=True, nice=requeued_nice, gpu_types=(t,),
+                            reason=f"migrate: {r.gpu_type} -> idle {t}"))
+    return out

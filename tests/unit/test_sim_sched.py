@@ -1,0 +1,100 @@
+"""SlurmScheduler's cached priority order: it must always equal a fresh sort of the pending jobs."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from slurm_hase.sim.cluster import uniform_cluster
+from slurm_hase.sim.sched import SlurmConfig, SlurmScheduler, order_key
+from slurm_hase.sim.simslurm import SimJob, SimSlurm
+from slurm_hase.sim.throughput import ThroughputTable, load_throughputs
+from slurm_hase.sim.traces import TraceJob
+from slurm_hase.slurm.types import JobState, JobUpdate
+
+R50 = "ResNet-50 (batch size 64)"
+
+
+@pytest.fixture(scope="module")
+def table(fixtures_dir: Path) -> ThroughputTable:
+    return load_throughputs(fixtures_dir / "sim" / "gavel_throughputs_excerpt.json")
+
+
+def _job(i: int, t: float, acct: str = "a", gpus: int = 1) -> TraceJob:
+    return TraceJob(str(i), t, acct, acct, gpus, 3600.0, 1.0, R50, ())
+
+
+def _setup(table: ThroughputTable, gpus: int, n: int) -> tuple[SimSlurm, SlurmScheduler]:
+    sim = SimSlurm(uniform_cluster({"v100": gpus}, gpus_per_node=1), table)
+    sched = SlurmScheduler(sim, SlurmConfig(), {})
+    for i in range(n):
+        sched.prioritize(sim.add(_job(i, float(i), acct="ab"[i % 2]), float(i)), float(i))
+    return sim, sched
+
+
+def _fresh(sim: SimSlurm) -> list[str]:
+    return [j.job_id for j in sorted(sim.pending.values(), key=order_key)]
+
+
+def _ids(jobs: list[SimJob]) -> list[str]:
+    return [j.job_id for j in jobs]
+
+
+def test_nice_update_between_passes_changes_what_main_starts(table: ThroughputTable) -> None:
+    sim, sched = _setup(table, gpus=1, n=3)
+    assert _ids(sched.order()) == ["0", "1", "2"]  # the cache is built here
+    sim.update_job("2", JobUpdate(nice=-100))  # what the daemon does to move a job up
+    assert _ids(sched.order()) == ["2", "0", "1"]
+    assert sched.main(10.0) == 1
+    assert sim.jobs_by_id["2"].state is JobState.RUNNING  # a stale cache would start job 0
+    assert sim.jobs_by_id["0"].reason == "Resources"
+
+
+def test_recalc_reorders_the_cached_queue(table: ThroughputTable) -> None:
+    sim, sched = _setup(table, gpus=2, n=6)
+    sched.recalc(10.0)
+    assert _ids(sched.order()) == ["0", "1", "2", "3", "4", "5"]
+    sched.main(10.0)  # jobs 0 and 1 (accounts a and b) start
+    sim.add(_job(9, 20.0, acct="b"), 20.0)
+    sched.usage["a"] = 1e9  # account a used far more than b: its jobs fall behind after recalc
+    sched.recalc(30.0)
+    assert _ids(sched.order()) == _fresh(sim) == ["3", "5", "9", "2", "4"]
+
+
+def test_requeued_job_is_back_in_the_order(table: ThroughputTable) -> None:
+    sim, sched = _setup(table, gpus=1, n=3)
+    sched.main(5.0)
+    assert _ids(sched.order()) == ["1", "2"]  # job 0 started; its entry is dropped
+    job = sim.jobs_by_id["0"]  # put back in the queue the way a requeue does
+    del sim.running["0"]
+    job.state = JobState.PENDING
+    sim.pending["0"] = job
+    assert _ids(sched.order()) == ["0", "1", "2"]
+
+
+def test_cached_order_matches_a_fresh_sort_under_random_changes(table: ThroughputTable) -> None:
+    rng = random.Random(7)
+    sim, sched = _setup(table, gpus=8, n=40)
+    t, nxt = 40.0, 40
+    for step in range(400):
+        op = rng.random()
+        t += rng.random() * 30
+        if op < 0.3:
+            sched.prioritize(sim.add(_job(nxt, t, acct=rng.choice("abc"), gpus=rng.choice([1, 2])), t), t)
+            nxt += 1
+        elif op < 0.55 and sim.pending:
+            jid = rng.choice(sorted(sim.pending))
+            sim.update_job(jid, JobUpdate(nice=rng.randint(-50, 50)))
+        elif op < 0.65 and sim.pending:
+            sim.cancel(rng.choice(sorted(sim.pending)))
+        elif op < 0.8:
+            sim.finish_until(t + 3600.0 * rng.random())
+            sched.main(t)
+        elif op < 0.9:
+            sched.backfill(t)
+        else:
+            sched.recalc(t)
+        if step % 3 == 0:
+            assert _ids(sched.order()) == _fresh(sim), step
