@@ -135,9 +135,9 @@ def test_slurmctld_restart_backs_off_and_resumes(
     finally:
         local_cluster.start_slurmctld()
     deadline = time.time() + 120
-    while time.time() < deadline:  # resumes once slurmctld answers (nodes may lag behind)
-        d.step()
-        if d.failures == 0 and jid in d.owned:
+    while time.time() < deadline:  # resumes once slurmctld answers; nodes may lag behind, and
+        d.step()                     # until they are back only the Nice can be set
+        if d.failures == 0 and squeue(slurm_runner, [jid])[jid][1] == "a100":
             break
         time.sleep(2)
     assert d.failures == 0 and store.cycles()[0]["unavailable"] == 0
