@@ -15,7 +15,7 @@ from typing import Protocol
 
 from slurm_hase.daemon.act import apply_updates
 from slurm_hase.daemon.requeue import apply_requeues, plan_requeues
-from slurm_hase.daemon.safety import OwnedAttrs, plan_updates
+from slurm_hase.daemon.safety import OwnedAttrs, plan_updates, record_owned
 from slurm_hase.daemon.state import (
     JobEstimate,
     RuntimeEstimator,
@@ -165,11 +165,7 @@ def _apply(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate]], resu
     for (job_id, update), (outcome, msg) in zip(planned, outcomes, strict=True):
         if outcome == "applied":
             result.applied.append((job_id, update))
-            if owned is not None:
-                prev = owned.get(job_id, OwnedAttrs())
-                owned[job_id] = OwnedAttrs(
-                    nice=update.nice if update.nice is not None else prev.nice,
-                    features=update.features if update.features is not None else prev.features)
+            record_owned(owned, job_id, update)
         elif outcome in ("skipped", "unavailable-skip"):
             result.skipped.append((job_id, msg))
         else:

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from slurm_hase.daemon.act import GONE_MARKERS, apply_one
-from slurm_hase.daemon.safety import Capacity, OwnedAttrs, plan_updates
+from slurm_hase.daemon.safety import Capacity, OwnedAttrs, plan_updates, record_owned
 from slurm_hase.errors import (
     DescriptorError,
     JobNotFoundError,
@@ -121,18 +121,13 @@ def apply_requeues(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate
                 status, why = apply_one(backend, job_id, update)
                 if status == "applied":
                     result.applied.append((job_id, update))
-                    if owned is not None:
-                        prev = owned.get(job_id, OwnedAttrs())
-                        owned[job_id] = OwnedAttrs(
-                            nice=update.nice if update.nice is not None else prev.nice,
-                            features=update.features if update.features is not None
-                            else prev.features)
+                    record_owned(owned, job_id, update)
                 elif status == "unavailable":
                     result.unavailable = True
                     result.errors.append((job_id, why))
                     return
                 else:
-                    result.skipped.append((job_id, f"nice after requeue: {why}"))
+                    result.skipped.append((job_id, f"update after requeue: {why}"))
         elif outcome == "skipped":
             result.skipped.append((job_id, msg))
         elif outcome == "unavailable":

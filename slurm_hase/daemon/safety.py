@@ -12,7 +12,7 @@ plan_updates turns Decisions into JobUpdates and refuses everything unsafe:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -30,6 +30,17 @@ class OwnedAttrs:
 
     nice: int | None = None
     features: str | None = None
+
+
+def record_owned(owned: MutableMapping[str, OwnedAttrs] | None, job_id: str,
+                 update: JobUpdate) -> None:
+    """Remember what an applied update set on a job (the attributes it left alone are kept)."""
+    if owned is None:
+        return
+    prev = owned.get(job_id, OwnedAttrs())
+    owned[job_id] = OwnedAttrs(
+        nice=update.nice if update.nice is not None else prev.nice,
+        features=update.features if update.features is not None else prev.features)
 
 
 @lru_cache(maxsize=4096)
