@@ -255,7 +255,7 @@ def _build_state(
             est_r = estimate(job, types) if pools else None
             start_t = job.start_time
             rkey = (job.account, job.user, start_t, now if start_t is None else None,
-                    job.time_limit_s, job.gpu, job.alloc_gpus, job.requeue)
+                    job.time_limit_s, job.gpu, job.alloc_gpus, job.requeue, job.restarts)
             re_ = old_r.get(job.job_id)
             if (re_ is not None and re_[0] == rkey and re_[2] == types
                     and (est_r is re_[1] or est_r == re_[1])):
@@ -305,6 +305,7 @@ def _running_est(job: Job, pools: Mapping[str, GpuPool], est: JobEstimate | None
         num_gpus=max(num, 1), start_time=start, expected_end=max(expected, now),
         gpu_fraction=frac, relative_speed=speed,
         preemptible=bool(est is not None and est.checkpoint and job.requeue),
+        restarts=job.restarts,
         runtime_s={} if est is None else {t: r for t, r in est.runtime_s.items()
                                           if t in pools and r > 0})
 

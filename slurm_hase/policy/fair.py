@@ -167,6 +167,7 @@ class FairPolicy:
     rotate: float = 1.0
     min_run_s: float = 600.0  # a job runs at least this long before it may be requeued
     max_requeues: float = 8.0  # per decision
+    max_restarts: float = 3.0  # a job requeued this many times is left to finish
     # Requeue an account's own job for its pending job when it has this many times more left
     # (0 = never: only under-served accounts trigger requeues).
     srpt_factor: float = 2.0
@@ -189,6 +190,7 @@ class FairPolicy:
         self.rotate = check_knob("rotate", self.rotate, 0.0, 1.0)
         self.min_run_s = check_knob("min_run_s", self.min_run_s, 0.0, 1e9)
         self.max_requeues = check_knob("max_requeues", self.max_requeues, 0.0, 1e6)
+        self.max_restarts = check_knob("max_restarts", self.max_restarts, 0.0, 1e6)
         self.srpt_factor = check_knob("srpt_factor", self.srpt_factor, 0.0, 1e6)
         self.migrate_margin = check_knob("migrate_margin", self.migrate_margin, 0.0, 1.0)
         self.restart_cost_s = check_knob("restart_cost_s", self.restart_cost_s, 0.0, 1e9)
@@ -233,5 +235,6 @@ class FairPolicy:
                                   srpt_factor=self.srpt_factor,
                                   migrate_margin=self.migrate_margin,
                                   restart_cost_s=self.restart_cost_s,
-                                  yield_factor=self.yield_factor)
+                                  yield_factor=self.yield_factor,
+                                  max_restarts=int(self.max_restarts))
         return only_changes(decisions, state.pending)

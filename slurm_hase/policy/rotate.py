@@ -23,7 +23,8 @@ their state, wait again and resume. This module picks them:
    unserved pending job may use, take opted-in jobs running on a slower type when the remaining
    time there (plus ``restart_cost_s``) is below (1 - margin) x the remaining time where they
    are: the job is requeued with the faster type as its constraint.
-4. At most ``max_per_cycle`` requeues per call; whole-GPU jobs only (MPS shares are never
+4. At most ``max_per_cycle`` requeues per call; a job already requeued ``max_restarts`` times is
+   left to finish (no job is rotated out forever); whole-GPU jobs only (MPS shares are never
    requeued and never trigger one).
 """
 
@@ -54,11 +55,13 @@ def _service(r: RunningJob) -> float:
     return r.num_gpus * r.gpu_fraction * r.relative_speed
 
 
-def _victims(state: ClusterState, min_run_s: float) -> dict[str, list[RunningJob]]:
+def _victims(state: ClusterState, min_run_s: float,
+             max_restarts: int) -> dict[str, list[RunningJob]]:
     """Requeueable running jobs per GPU type, most predicted time left first."""
     out: dict[str, list[RunningJob]] = defaultdict(list)
     for r in state.running:
-        if r.preemptible and r.gpu_fraction >= 1.0 and state.now - r.start_time >= min_run_s:
+        if (r.preemptible and r.gpu_fraction >= 1.0 and state.now - r.start_time >= min_run_s
+                and r.restarts < max_restarts):
             out[r.gpu_type].append(r)
     for jobs in out.values():
         jobs.sort(key=lambda r: (-(r.expected_end - state.now), r.job_id))
@@ -69,7 +72,8 @@ def rotation(state: ClusterState, order: Sequence[PendingJob],
              allowed: Mapping[str, Sequence[str]], *, min_run_s: float,
              max_per_cycle: int, requeued_nice: int | None = None,
              srpt_factor: float = 0.0, migrate_margin: float = 0.0,
-             restart_cost_s: float = 0.0, yield_factor: float = 1.0) -> list[Decision]:
+             restart_cost_s: float = 0.0, yield_factor: float = 1.0,
+             max_restarts: int = 1_000_000) -> list[Decision]:
     """Requeue decisions for running jobs (module docstring); [] when nothing is worth it.
 
     `order`: pending jobs in the order Slurm will try them; `allowed`: job id -> the GPU types
@@ -77,7 +81,7 @@ def rotation(state: ClusterState, order: Sequence[PendingJob],
     requeued job gets (behind the current order) so Slurm does not restart it at once."""
     if max_per_cycle <= 0:
         return []
-    victims = _victims(state, min_run_s)
+    victims = _victims(state, min_run_s, max_restarts)
     if not victims:
         return []
     served: set[str] = set()
@@ -145,13 +149,15 @@ def rotation(state: ClusterState, order: Sequence[PendingJob],
         waiting = {t for p in order if p.job_id not in served for t in allowed.get(p.job_id, ())}
         out += migrations(state, free, waiting, taken, min_run_s=min_run_s,
                           margin=migrate_margin, restart_cost_s=restart_cost_s,
-                          limit=max_per_cycle - len(out), requeued_nice=requeued_nice)
+                          limit=max_per_cycle - len(out), requeued_nice=requeued_nice,
+                          max_restarts=max_restarts)
     return out
 
 
 def migrations(state: ClusterState, free: Mapping[str, float], waiting: set[str],
                taken: set[str], *, min_run_s: float, margin: float, restart_cost_s: float,
-               limit: int, requeued_nice: int | None) -> list[Decision]:
+               limit: int, requeued_nice: int | None,
+               max_restarts: int = 1_000_000) -> list[Decision]:
     """Move opted-in jobs to a faster type that has idle GPUs nobody pending waits for.
 
     A job moves when its remaining time there (plus `restart_cost_s`) is below
@@ -162,7 +168,8 @@ def migrations(state: ClusterState, free: Mapping[str, float], waiting: set[str]
     moves: list[tuple[float, str, RunningJob, str]] = []
     for r in state.running:
         if (not r.preemptible or r.gpu_fraction < 1.0 or r.job_id in taken
-                or state.now - r.start_time < min_run_s or r.gpu_type not in r.runtime_s):
+                or state.now - r.start_time < min_run_s or r.gpu_type not in r.runtime_s
+                or r.restarts >= max_restarts):
             continue
         here = r.expected_end - state.now
         for t, n in room.items():

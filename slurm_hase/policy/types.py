@@ -62,6 +62,7 @@ class RunningJob:
     preemptible: bool = False
     # Predicted runtime of the whole job on each GPU type (as for PendingJob); may be empty.
     runtime_s: Mapping[str, float] = field(default_factory=dict)
+    restarts: int = 0  # times it was requeued so far
 
 
 @dataclass(frozen=True)

@@ -149,3 +149,15 @@ def test_migrates_to_an_idle_faster_type_only_when_nobody_waits_for_it() -> None
                        preemptible=True, runtime_s={"k80": 1000.0, "v100": 900.0})
     assert rotation(ClusterState(NOW, pools, [], [close]), [], {}, min_run_s=0, max_per_cycle=8,
                     migrate_margin=0.3, restart_cost_s=300) == []
+
+
+def test_a_job_requeued_max_restarts_times_is_left_to_finish() -> None:
+    from dataclasses import replace
+
+    jobs = [replace(run(str(i), "a", 9e3 + i), restarts=3) for i in range(4)]
+    pending = [pend("9", "b", rt=600)]
+    st = state(jobs, pending)
+    assert rotation(st, pending, allowed(pending), min_run_s=0, max_per_cycle=8,
+                    max_restarts=3) == []
+    out = rotation(st, pending, allowed(pending), min_run_s=0, max_per_cycle=8, max_restarts=4)
+    assert [d.job_id for d in out] == ["3"]
