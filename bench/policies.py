@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import gc
 import json
 import resource
 import sys
@@ -83,17 +82,8 @@ def _speed(data: Path, n: int, gpus: int, policy: str = "fifo") -> dict[str, Any
     t0 = time.perf_counter()
     jobs = prepare_trace(TraceSetup(resolve_trace("philly", data), start=20000, tile_to=n,
                                     load=0.9, seed=0), table, spec)
-    # ~1M long-lived objects (trace, jobs, views): with the default thresholds, the garbage
-    # collector walks them over and over while each daemon cycle allocates its records; keeping
-    # them out of collections (freeze) and collecting young objects less often changes no result
-    threshold = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
-    try:
-        _, m = run(jobs, spec, table, SimConfig(policy=policy, interval_s=60.0))
-    finally:
-        gc.set_threshold(*threshold)
-        gc.unfreeze()
+    # engine.simulate keeps the ~1M long-lived objects out of garbage collection while it runs
+    _, m = run(jobs, spec, table, SimConfig(policy=policy, interval_s=60.0))
     return {"policy": policy, "jobs": m["jobs"], "gpus": spec.total_gpus, "sim_wall_s": m["wall_s"],
             "total_wall_s": time.perf_counter() - t0,
             "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
