@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from slurm_hase.predict.api import Predictor
 
 
 @click.group(name="model")
@@ -28,13 +31,9 @@ def train_cmd(data: tuple[str, ...], out: str, registry: str | None, note: str) 
 
     rows = read_many(data)
     pred = train(rows, note=note)
-    pred.save(out)
-    msg = f"trained on {len(rows)} rows ({', '.join(pred.meta['gpus'])}) in {pred.meta['train_seconds']}s -> {out}"
-    if registry:
-        from slurm_hase.predict.registry import ModelRegistry
-
-        msg += f" (registry version {ModelRegistry(registry).save(pred, note=note)})"
-    click.echo(msg)
+    _store(pred, out, registry, note,
+           f"trained on {len(rows)} rows ({', '.join(pred.meta['gpus'])}) in "
+           f"{pred.meta['train_seconds']}s -> {out}")
 
 
 @model.command("evaluate")
@@ -162,12 +161,16 @@ def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
     if save_rows:
         write_csv(got.rows, save_rows)
     pred = refit(read_many(data), got.rows)
+    _store(pred, out, registry, "refit", f"refit model -> {out}")
+
+
+def _store(pred: Predictor, out: str, registry: str | None, note: str, msg: str) -> None:
+    """Save the model file, and a version in the registry when one is given; echo `msg`."""
     pred.save(out)
-    msg = f"refit model -> {out}"
     if registry:
         from slurm_hase.predict.registry import ModelRegistry
 
-        msg += f" (registry version {ModelRegistry(registry).save(pred, note='refit')})"
+        msg += f" (registry version {ModelRegistry(registry).save(pred, note=note)})"
     click.echo(msg)
 
 

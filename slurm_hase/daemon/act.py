@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from slurm_hase.errors import (
@@ -32,25 +32,31 @@ GONE_MARKERS = ("invalid job id", "job is no longer pending", "already completed
 Outcome = tuple[str, str]  # ("applied"|"skipped"|"error"|"unavailable"|"unavailable-skip", msg)
 
 
-def apply_one(backend: SlurmBackend, job_id: str, update: JobUpdate) -> Outcome:
-    """Outcome of one update; never raises for Slurm errors."""
+def attempt(job_id: str, verb: str, call: Callable[[], None]) -> Outcome:
+    """Outcome of one scontrol action on a job (`verb`: update, requeue); never raises for
+    Slurm errors."""
     try:
-        backend.update_job(job_id, update)
+        call()
     except SlurmUnavailableError as exc:
         return "unavailable", str(exc)
     except JobNotFoundError:
         log.info("job %s: gone between observe and act", job_id)
-        return "skipped", "job gone before update"
+        return "skipped", f"job gone before {verb}"
     except SlurmCommandError as exc:
         if any(m in exc.stderr.lower() for m in GONE_MARKERS):
             log.info("job %s: no longer pending (%s)", job_id, exc.stderr)
             return "skipped", f"job moved on: {exc.stderr}"
-        log.warning("job %s: update refused: %s", job_id, exc)
+        log.warning("job %s: %s refused: %s", job_id, verb, exc)
         return "error", str(exc)
     except SlurmError as exc:  # timeouts, parse errors: count, keep going
-        log.warning("job %s: update failed: %s", job_id, exc)
+        log.warning("job %s: %s failed: %s", job_id, verb, exc)
         return "error", str(exc)
     return "applied", ""
+
+
+def apply_one(backend: SlurmBackend, job_id: str, update: JobUpdate) -> Outcome:
+    """Outcome of one update; never raises for Slurm errors."""
+    return attempt(job_id, "update", lambda: backend.update_job(job_id, update))
 
 
 def apply_updates(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate]], *,

@@ -18,17 +18,15 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from slurm_hase.daemon.act import GONE_MARKERS, apply_one
-from slurm_hase.daemon.safety import Capacity, OwnedAttrs, plan_updates, record_owned
-from slurm_hase.errors import (
-    DescriptorError,
-    JobNotFoundError,
-    SlurmCommandError,
-    SlurmError,
-    SlurmUnavailableError,
+from slurm_hase.daemon.act import apply_one, attempt
+from slurm_hase.daemon.safety import (
+    Capacity,
+    OwnedAttrs,
+    descriptor_of,
+    plan_updates,
+    record_owned,
 )
 from slurm_hase.policy.types import Decision
-from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.types import Job, JobState, JobUpdate
 
@@ -42,10 +40,7 @@ def opted_in(job: Job) -> bool:
     """Slurm may requeue the job and its descriptor says checkpoint=yes."""
     if not job.requeue:
         return False
-    try:
-        desc = WorkloadDescriptor.from_comment(job.comment)
-    except DescriptorError:
-        return False
+    desc = descriptor_of(job.comment)
     return desc is not None and desc.checkpoint
 
 
@@ -91,21 +86,7 @@ def plan_requeues(decisions: Sequence[Decision], jobs: Sequence[Job], now: float
 
 def requeue_one(backend: SlurmBackend, job_id: str) -> tuple[str, str]:
     """("applied"|"skipped"|"error"|"unavailable", message); never raises for Slurm errors."""
-    try:
-        backend.requeue(job_id)
-    except SlurmUnavailableError as exc:
-        return "unavailable", str(exc)
-    except JobNotFoundError:
-        return "skipped", "job gone before requeue"
-    except SlurmCommandError as exc:
-        if any(m in exc.stderr.lower() for m in GONE_MARKERS):
-            return "skipped", f"job moved on: {exc.stderr}"
-        log.warning("job %s: requeue refused: %s", job_id, exc)
-        return "error", str(exc)
-    except SlurmError as exc:
-        log.warning("job %s: requeue failed: %s", job_id, exc)
-        return "error", str(exc)
-    return "applied", ""
+    return attempt(job_id, "requeue", lambda: backend.requeue(job_id))
 
 
 def apply_requeues(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate | None]],

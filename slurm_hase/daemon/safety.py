@@ -102,14 +102,17 @@ class Capacity:
 
 
 @lru_cache(maxsize=4096)
+def descriptor_of(comment: str) -> WorkloadDescriptor | None:
+    """The slurm-hase description in a job comment (None if none or malformed)."""
+    try:
+        return WorkloadDescriptor.from_comment(comment)
+    except DescriptorError:
+        return None
+
+
 def auto_types(comment: str) -> frozenset[str]:
     """The constraint hsbatch added at submission, as its description records it ({} if none)."""
-    if '"at"' not in comment:
-        return frozenset()
-    try:
-        desc = WorkloadDescriptor.from_comment(comment)
-    except DescriptorError:
-        return frozenset()
+    desc = descriptor_of(comment) if '"at"' in comment else None
     return frozenset(desc.auto_types) if desc is not None else frozenset()
 
 

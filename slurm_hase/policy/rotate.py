@@ -147,18 +147,17 @@ def rotation(state: ClusterState, order: Sequence[PendingJob],
         served.add(job.job_id)
     if migrate_margin > 0 and len(out) < max_per_cycle:
         waiting = {t for p in order if p.job_id not in served for t in allowed.get(p.job_id, ())}
-        out += migrations(state, free, waiting, taken, min_run_s=min_run_s,
-                          margin=migrate_margin, restart_cost_s=restart_cost_s,
-                          limit=max_per_cycle - len(out), requeued_nice=requeued_nice,
-                          max_restarts=max_restarts)
+        out += migrations(state, victims, free, waiting, taken, margin=migrate_margin,
+                          restart_cost_s=restart_cost_s, limit=max_per_cycle - len(out),
+                          requeued_nice=requeued_nice)
     return out
 
 
-def migrations(state: ClusterState, free: Mapping[str, float], waiting: set[str],
-               taken: set[str], *, min_run_s: float, margin: float, restart_cost_s: float,
-               limit: int, requeued_nice: int | None,
-               max_restarts: int = 1_000_000) -> list[Decision]:
-    """Move opted-in jobs to a faster type that has idle GPUs nobody pending waits for.
+def migrations(state: ClusterState, victims: Mapping[str, Sequence[RunningJob]],
+               free: Mapping[str, float], waiting: set[str], taken: set[str], *, margin: float,
+               restart_cost_s: float, limit: int, requeued_nice: int | None) -> list[Decision]:
+    """Move requeueable jobs (`victims`, as _victims gives them) to a faster type that has idle
+    GPUs nobody pending waits for.
 
     A job moves when its remaining time there (plus `restart_cost_s`) is below
     (1 - margin) x its remaining time where it is; the biggest savings go first."""
@@ -166,10 +165,8 @@ def migrations(state: ClusterState, free: Mapping[str, float], waiting: set[str]
     if not room:
         return []
     moves: list[tuple[float, str, RunningJob, str]] = []
-    for r in state.running:
-        if (not r.preemptible or r.gpu_fraction < 1.0 or r.job_id in taken
-                or state.now - r.start_time < min_run_s or r.gpu_type not in r.runtime_s
-                or r.restarts >= max_restarts):
+    for r in (r for jobs in victims.values() for r in jobs):
+        if r.job_id in taken or r.gpu_type not in r.runtime_s:
             continue
         here = r.expected_end - state.now
         for t, n in room.items():

@@ -327,14 +327,18 @@ class SimSlurm:
             else:
                 self._rerate(gpu, t)
         else:
-            for i, take in job.alloc:
-                self.node_free[i] += take
-                self._node_views[i] = None
-            self.type_free[job.gpu_type] += job.trace.num_gpus
+            self._release_whole(job)
         self.finished.append(job)
         self.ended_since_calc.append(job)
         self.touch()
         self.job_set_version += 1
+
+    def _release_whole(self, job: SimJob) -> None:
+        """Give a whole-GPU job's GPUs back to their nodes."""
+        for i, take in job.alloc:
+            self.node_free[i] += take
+            self._node_views[i] = None
+        self.type_free[job.gpu_type] += job.trace.num_gpus
 
     def touch(self) -> None:
         """Record a change a scheduling pass could react to."""
@@ -473,10 +477,7 @@ class SimSlurm:
         job.work_left = max(job.work_left - job.rate * (now - job.last), 0.0)
         job.work_left = min(job.work_left + self.requeue_overhead_s / job.runtime[gtype], 1.0)
         del self.running[job_id]
-        for i, take in job.alloc:
-            self.node_free[i] += take
-            self._node_views[i] = None
-        self.type_free[gtype] += job.trace.num_gpus
+        self._release_whole(job)
         self.busy_gpus[gtype] -= job.trace.num_gpus
         job.run_before += now - job.start
         job.earlier_gpu_s[gtype] = job.earlier_gpu_s.get(gtype, 0.0) + job.trace.num_gpus * (now - job.start)
