@@ -56,7 +56,7 @@ POLICIES: list[tuple[str, str, dict[str, float], dict[str, float], float, float]
 ]
 COLUMNS = ["scenario", "seed", "policy", "jobs", "avg_jct_s", "p99_jct_s", "avg_wait_s",
            "makespan_s", "rho_p99", "rho_max", "rho_gt1_share", "jain_accounts", "requeues",
-           "util", "wall_s"]
+           "upd_per_cycle", "util", "wall_s"]
 
 Task = tuple[str, dict[str, Any], str, str, dict[str, float], dict[str, float], float, float]
 
@@ -71,7 +71,10 @@ def _one(args: Task) -> dict[str, Any]:
     _, m = run(jobs, spec, table, SimConfig(policy=policy, knobs=knobs, interval_s=60.0,
                                             checkpoint_share=ckpt, hsbatch_slack=slack))
     util = "/".join(f"{t}:{u:.2f}" for t, u in m.get("util_by_type", {}).items())
-    return {"scenario": scenario, "seed": sc["seed"], "policy": label, **m, "util": util}
+    # scontrol updates the daemon made per cycle (Nice + Features): the load it puts on slurmctld
+    per_cycle = m["updates"] / m["cycles"] if m.get("cycles") else 0.0
+    return {"scenario": scenario, "seed": sc["seed"], "policy": label, **m, "util": util,
+            "upd_per_cycle": per_cycle}
 
 
 def _speed(data: Path, n: int, gpus: int, policy: str = "fifo") -> dict[str, Any]:

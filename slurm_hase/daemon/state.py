@@ -62,9 +62,9 @@ class StateCache:
         self.nodes: list[Node] = []
         self.summary: tuple[dict[str, GpuPool], Capacity] | None = None
         self.pending: dict[str, tuple[tuple[object, ...], JobEstimate, tuple[str, ...],
-                                      PendingJob]] = {}
+                                      PendingJob, Job]] = {}
         self.running: dict[str, tuple[tuple[object, ...], JobEstimate | None, tuple[str, ...],
-                                      float, RunningJob]] = {}
+                                      float, RunningJob, Job]] = {}
         self.texts: dict[str, tuple[object, str]] = {}  # job id -> (record, repr of its key)
         self.types: tuple[str, ...] = ()
 
@@ -198,14 +198,16 @@ def _build_state(
     running: list[RunningJob] = []
     old_p = cache.pending if cache is not None else {}
     old_r = cache.running if cache is not None else {}
-    new_p: dict[str, tuple[tuple[object, ...], JobEstimate, tuple[str, ...], PendingJob]] = {}
+    new_p: dict[str, tuple[tuple[object, ...], JobEstimate, tuple[str, ...], PendingJob,
+                           Job]] = {}
     new_r: dict[str, tuple[tuple[object, ...], JobEstimate | None, tuple[str, ...], float,
-                           RunningJob]] = {}
+                           RunningJob, Job]] = {}
     pending_ids: list[str] = []
     by_type: dict[str, int] = {}
     partitions = config.partitions
     pending_state, running_state = JobState.PENDING, JobState.RUNNING
     estimate = estimator.estimate
+    scale = max(config.nice_scale, 1)  # policies see Nice in their own units (Slurm's / scale)
     for job in jobs:
         if partitions is not None and not job_in_partitions(job, partitions):
             continue
@@ -219,16 +221,19 @@ def _build_state(
             if job.held or gpu is None:
                 continue
             sub = job.submit_time
-            key = (job.account, job.user, sub, now if sub is None else None, gpu, job.nice,
-                   job.features)
             pe = old_p.get(job.job_id)
+            if pe is not None and pe[4] is job and sub is not None:
+                key = pe[0]  # the backend handed back the very same (immutable) Job
+            else:
+                key = (job.account, job.user, sub, now if sub is None else None, gpu, job.nice,
+                       job.features)
             if pe is not None and pe[0] == key:
                 est = estimate(job, types)  # the same gpu asked before: num > 0
                 if est is None:
                     continue
                 if (est is pe[1] or est == pe[1]) and (pe[2] is types or pe[2] == types):
                     pending.append(pe[3])
-                    new_p[job.job_id] = (key, est, types, pe[3])  # newest objects: `is` hits
+                    new_p[job.job_id] = (key, est, types, pe[3], job)  # newest: `is` hits
                     continue
                 num, frac = _gpu_shape(job)
             else:
@@ -246,27 +251,31 @@ def _build_state(
                 job_id=job.job_id, account=job.account, user=job.user,
                 submit_time=float(sub if sub is not None else now),
                 num_gpus=num, runtime_s=runtimes, gpu_fraction=frac,
-                mps_slowdown=dict(est.mps_slowdown), pinned_type=pinned, nice=job.nice,
+                mps_slowdown=dict(est.mps_slowdown), pinned_type=pinned,
+                nice=job.nice if scale == 1 else round(job.nice / scale),
                 features=job.features, memory_gb=est.memory_gb,
             )
             pending.append(pj)
-            new_p[job.job_id] = (key, est, types, pj)
+            new_p[job.job_id] = (key, est, types, pj, job)
         elif state is running_state and job.alloc_gpus:
             est_r = estimate(job, types) if pools else None
             start_t = job.start_time
-            rkey = (job.account, job.user, start_t, now if start_t is None else None,
-                    job.time_limit_s, job.gpu, job.alloc_gpus, job.requeue, job.restarts)
             re_ = old_r.get(job.job_id)
+            if re_ is not None and re_[5] is job and start_t is not None:
+                rkey = re_[0]  # the very same Job as last cycle
+            else:
+                rkey = (job.account, job.user, start_t, now if start_t is None else None,
+                        job.time_limit_s, job.gpu, job.alloc_gpus, job.requeue, job.restarts)
             if (re_ is not None and re_[0] == rkey and re_[2] == types
                     and (est_r is re_[1] or est_r == re_[1])):
                 expected, rj = re_[3], re_[4]
                 end = max(expected, now)
                 if rj.expected_end != end:
                     rj = replace(rj, expected_end=end)
-                re_ = (rkey, est_r, types, expected, rj)
+                re_ = (rkey, est_r, types, expected, rj, job)
             else:
                 expected, rj = _running_est(job, pools, est_r, now)
-                re_ = (rkey, est_r, types, expected, rj)
+                re_ = (rkey, est_r, types, expected, rj, job)
             running.append(rj)
             new_r[job.job_id] = re_
     if cache is not None:

@@ -13,6 +13,7 @@ unchanged queue produces no updates at all (no scontrol update storms).
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 
 from slurm_hase.errors import PolicyError
@@ -89,25 +90,81 @@ NICE_STEP = 10  # nice distance between consecutive levels
 
 
 def nice_levels(order: Sequence[PendingJob], step: int = NICE_STEP,
-                nice_max: int = NICE_MAX) -> list[int]:
+                nice_max: int = NICE_MAX, *, keep: bool = True) -> list[int]:
     """Nice values that make Slurm (nice first, then age) run `order` in that order.
 
-    Walks the wanted order and opens a new level only when a job was submitted before one
-    already on the current level (age alone would reorder them), so nice values differ only
-    where the order matters; a queue already in submit order gets all zeros. Level L maps to
-    min(L * step, nice_max): stable when jobs are appended, integer, bounded.
+    A job needs a higher level than the one before it only where it is older (age alone would
+    reorder them) or of another account (fairshare would), so one account's queue already in
+    submit order gets all zeros. Level L is L * step.
+
+    With `keep`, the levels jobs already have (their `nice`, in policy units) are kept for the
+    largest set of jobs they still order correctly (see `_kept_levels`), and only the others
+    get new ones: when a job at the head starts or one arrives, the rest keep their Nice, so a
+    cycle issues a handful of updates instead of renumbering the queue. Without it the levels
+    are fresh: 0, then +1 per step (capped at nice_max, which then cannot keep the order).
     """
-    out: list[int] = []
-    level = 0
-    newest: tuple[float, str] | None = None
-    for job in order:
+    steps = [0] * len(order)
+    prev: tuple[float, str] | None = None
+    prev_account = ""
+    for i, job in enumerate(order):
         key = (job.submit_time, job.job_id)
-        if newest is not None and key < newest:
-            level += 1
-            newest = key
-        elif newest is None or key > newest:
-            newest = key
-        out.append(min(level * step, nice_max))
+        # on one level Slurm orders by its other factors: age, and fairshare, which differs
+        # between accounts, so a change of account needs a level of its own too
+        steps[i] = 1 if prev is not None and (key < prev or job.account != prev_account) else 0
+        prev, prev_account = key, job.account
+    top = nice_max // step
+    if keep:
+        levels = _kept_levels(order, steps, step, top)
+        if levels:
+            return [lv * step for lv in levels]
+    out, level = [], 0
+    for s in steps:
+        level += s
+        out.append(min(level, top) * step)
+    return out
+
+
+def _kept_levels(order: Sequence[PendingJob], steps: Sequence[int], step: int,
+                 top: int) -> list[int]:
+    """Levels keeping the current level of the most jobs (a longest non-decreasing subsequence).
+
+    R_j = steps needed up to job j. Jobs a before b can both keep their levels c iff
+    c_b - c_a >= R_b - R_a, i.e. d = c - R is non-decreasing over the kept jobs (and d >= 0 so
+    that the jobs before the first kept one fit from level 0). The others take the lowest level
+    the order allows after the previous job, which never passes the next kept job's.
+    """
+    need, total = 0, sum(steps)
+    cand: list[tuple[int, int]] = []  # (d, index) of jobs whose current nice is a level
+    for i, job in enumerate(order):
+        need += steps[i]
+        nice = job.nice
+        # a level the order allows, and that leaves room below `top` for the jobs after it
+        if (nice >= 0 and nice % step == 0 and nice // step >= need
+                and nice // step + total - need <= top):
+            cand.append((nice // step - need, i))
+    # patience sorting for the longest non-decreasing run of d, with predecessor links
+    tails: list[int] = []  # d of the smallest tail of each run length
+    tail_at: list[int] = []  # candidate index of that tail
+    back = [-1] * len(cand)
+    for ci, (d, _) in enumerate(cand):
+        pos = bisect_right(tails, d)
+        back[ci] = tail_at[pos - 1] if pos else -1
+        if pos == len(tails):
+            tails.append(d)
+            tail_at.append(ci)
+        else:
+            tails[pos] = d
+            tail_at[pos] = ci
+    kept: dict[int, int] = {}
+    ci = tail_at[-1] if tail_at else -1
+    while ci >= 0:
+        i = cand[ci][1]
+        kept[i] = order[i].nice // step
+        ci = back[ci]
+    out, level = [], 0
+    for i in range(len(order)):
+        level = kept.get(i, level + steps[i])
+        out.append(level)
     return out
 
 

@@ -30,8 +30,11 @@ U_a (state.usage, from UsageLedger). Fair = U_a / w_a equal across active accoun
    fair share of starts -- the U_a >= (1 - theta) fair_a bound, in start-order form.
 5. Rotation (policy/rotate.py): running jobs that opted in to checkpoint/requeue may be
    requeued so that an under-served account's job starts now instead of when GPUs free up.
-6. Nice from the final order via nice_levels (distinct only where age order would disagree).
-   The daemon's nice_scale must make one level outweigh Slurm's age + fairshare terms
+6. Nice from the final order via nice_levels (distinct only where age order would disagree;
+   jobs keep the Nice they have wherever it still orders them right, so a cycle makes few
+   updates). With `horizon` > 0 only the head of the order (GPUs adding up to the free ones +
+   horizon x the cluster's) is routed and ordered exactly; the deeper queue waits behind it at
+   the top Nice. The daemon's nice_scale must make one level outweigh Slurm's age + fairshare terms
    (CycleConfig.nice_scale ~ sum of PriorityWeight* / 10), or Slurm reorders accounts itself.
 
 Decision semantics: gpu_types -> Features constraint "t1|t2" (lower-case type keys);
@@ -49,6 +52,7 @@ from slurm_hase.policy.common import (
     NICE_MAX,
     NICE_STEP,
     check_knob,
+    fast_types,
     nice_levels,
     only_changes,
     usable_types,
@@ -156,12 +160,32 @@ def route_types(order: Sequence[PendingJob], types: Mapping[str, Sequence[str]],
     return routed
 
 
+def head_of(order: Sequence[PendingJob], state: ClusterState, horizon: float) -> list[PendingJob]:
+    """The first jobs of `order` whose GPUs add up to the free GPUs plus horizon x all of the
+    cluster's (0 = the whole order)."""
+    if horizon <= 0:
+        return list(order)
+    budget = sum(max(p.free_gpus, 0) + horizon * p.total_gpus for p in state.pools.values())
+    used = 0.0
+    for i, job in enumerate(order):
+        used += job.num_gpus * job.gpu_fraction
+        if used > budget:
+            return list(order[:max(i, 1)])
+    return list(order)
+
+
 @dataclass
 class FairPolicy:
     """Fair order by account deficit, shortest first inside accounts, earliest-completion types."""
 
     theta: float = 0.2
     tolerance: float = 0.0
+    # Route and order exactly only the head of the fair order: jobs whose GPUs add up to the
+    # free GPUs + horizon x the cluster's GPUs (0 = the whole queue, the default). The rest wait
+    # behind at the top Nice and keep their constraint: a deep queue then costs less routing
+    # time and fewer Nice updates, but backfill takes the rest in age order (on the Philly
+    # bench, horizon 1 raised average JCT 1-3%, 0.25 about 10%).
+    horizon: float = 0.0
     age_tau_s: float = 0.0
     # Requeue opted-in running jobs for under-served accounts (policy/rotate.py): 0 = never.
     rotate: float = 1.0
@@ -179,6 +203,12 @@ class FairPolicy:
     # as long as 2 x restart_cost_s is left).
     yield_factor: float = 1.0
     restart_cost_s: float = 300.0
+    # Per pending record: (record, usable types, values, best runtime), reused while the daemon
+    # passes the very same record (an unchanged job) and the pools' sizes are unchanged.
+    _memo: dict[str, tuple[PendingJob, list[str], dict[str, float], float]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+    _memo_pools: tuple[tuple[str, int], ...] = field(default=(), init=False, repr=False,
+                                                     compare=False)
     name: str = field(default="fair", init=False)
     summary: str = field(default="spatiotemporal fairness: nice by account deficit, fast GPUs "
                                  "to biggest gainers", init=False)
@@ -186,6 +216,7 @@ class FairPolicy:
     def __post_init__(self) -> None:
         self.theta = check_knob("theta", self.theta, 0.0, 1.0)
         self.tolerance = check_knob("tolerance", self.tolerance, 0.0, 1.0)
+        self.horizon = check_knob("horizon", self.horizon, 0.0, 1e6)
         self.age_tau_s = check_knob("age_tau_s", self.age_tau_s, 0.0, 1e9)
         self.rotate = check_knob("rotate", self.rotate, 0.0, 1.0)
         self.min_run_s = check_knob("min_run_s", self.min_run_s, 0.0, 1e9)
@@ -202,36 +233,60 @@ class FairPolicy:
         values: dict[str, dict[str, float]] = {}
         best_rt: dict[str, float] = {}
         usable: dict[str, list[str]] = {}
+        pools_key = tuple((t, p.total_gpus) for t, p in state.pools.items())
+        memo = self._memo if self._memo_pools == pools_key else {}
+        fresh: dict[str, tuple[PendingJob, list[str], dict[str, float], float]] = {}
         for job in state.pending:
-            types = usable_types(job, state.pools)
-            if job.pinned_type is not None:
-                types = [job.pinned_type] if job.pinned_type in types else []
-            if not types:
+            hit = memo.get(job.job_id)
+            if hit is not None and hit[0] is job:  # the same record: the same derived values
+                entry = hit
+            else:
+                types = usable_types(job, state.pools)
+                if job.pinned_type is not None:
+                    types = [job.pinned_type] if job.pinned_type in types else []
+                entry = (job, types, job_values(job, types) if types else {},
+                         min((job.runtime_s[k] for k in types), default=0.0))
+            fresh[job.job_id] = entry
+            if not entry[1]:
                 continue
             jobs.append(job)
-            usable[job.job_id] = types
-            values[job.job_id] = job_values(job, types)
-            best_rt[job.job_id] = min(job.runtime_s[k] for k in types)
+            usable[job.job_id] = entry[1]
+            values[job.job_id] = entry[2]
+            best_rt[job.job_id] = entry[3]
+        self._memo, self._memo_pools = fresh, pools_key
         if not jobs:
             return []
         queues = account_queues(jobs, best_rt, state.now, self.age_tau_s)
         order = fair_order(queues, best_rt, state.shares, state.usage, state.running, state.now)
-        routed = route_types(order, usable, state, self.tolerance)
+        head = head_of(order, state, self.horizon)
+        routed = route_types(head, usable, state, self.tolerance)
         keyed = sorted(
             ((p * (1.0 - self.theta * values[j.job_id][routed[j.job_id][0]]), p, j)
-             for p, j in enumerate(order)), key=lambda t: (t[0], t[1]))
+             for p, j in enumerate(head)), key=lambda t: (t[0], t[1]))
         final = [t[2] for t in keyed]
+        levels = nice_levels(final, nice_max=NICE_MAX - NICE_STEP)
         decisions = []
-        levels = nice_levels(final)
         for job, nice in zip(final, levels, strict=True):
             allowed = routed[job.job_id]
             decisions.append(Decision(job.job_id, nice=nice,
                                       gpu_types=allowed if job.pinned_type is None else None,
                                       reason=f"fair: routed {allowed[0]}"))
+        for job in order[len(head):]:
+            # beyond the horizon: behind every routed job; a job never routed gets the types
+            # within 2x of its best (as hsbatch would), so backfill cannot put it on a slow one
+            fast = None
+            if job.nice == NICE_MAX and (job.features or job.pinned_type is not None):
+                continue  # nothing would change (only_changes would drop it)
+            if job.pinned_type is None and not job.features:
+                fast = tuple(sorted(fast_types({t: job.runtime_s[t] for t in usable[job.job_id]},
+                                               1.0)))
+            decisions.append(Decision(job.job_id, nice=NICE_MAX, gpu_types=fast,
+                                      reason="fair: beyond the horizon"))
+        final += order[len(head):]
         if self.rotate > 0:
             decisions += rotation(state, final, routed, min_run_s=self.min_run_s,
                                   max_per_cycle=int(self.max_requeues),
-                                  requeued_nice=min(max(levels) + NICE_STEP, NICE_MAX),
+                                  requeued_nice=NICE_MAX,
                                   srpt_factor=self.srpt_factor,
                                   migrate_margin=self.migrate_margin,
                                   restart_cost_s=self.restart_cost_s,

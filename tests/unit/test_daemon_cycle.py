@@ -264,3 +264,25 @@ def test_run_cycle_result_same_with_fresh_and_warm_cache() -> None:
     assert res2.job_digests == res.job_digests and res2.pending_ids == res.pending_ids
     assert res.pending_by_type == {"": 2}
     assert res.inputs_digest == _reference_digest(pol.seen[0])
+
+
+def test_cache_reuses_records_of_the_very_same_job_objects_and_sees_replacements() -> None:
+    from slurm_hase.daemon.state import StateCache
+
+    cache = StateCache()
+    cfg = CycleConfig(partitions=("gpu",))
+    jobs = [pjob("1"), pjob("2", typed="a100"), rjob("9", "v100")]
+    first = build_state(jobs, NODES, TableEstimator(), {}, {}, 1000.0, cfg, cache=cache)
+    again = build_state(jobs, NODES, TableEstimator(), {}, {}, 1060.0, cfg, cache=cache)
+    assert again.pending[0] is first.pending[0] and again.running[0] is first.running[0]
+    assert again == build_state(jobs, NODES, TableEstimator(), {}, {}, 1060.0, cfg)
+    swapped = [Job(**{**jobs[0].__dict__, "nice": 20}), *jobs[1:]]
+    later = build_state(swapped, NODES, TableEstimator(), {}, {}, 1060.0, cfg, cache=cache)
+    assert later.pending[0].nice == 20 and later.pending[1] is first.pending[1]
+
+
+def test_policies_see_nice_in_their_own_units() -> None:
+    cfg = CycleConfig(partitions=("gpu",), nice_scale=1101)
+    st = build_state([pjob("1", nice=11010), pjob("2")], NODES, TableEstimator(), {}, {},
+                     1000.0, cfg)
+    assert [p.nice for p in st.pending] == [10, 0]

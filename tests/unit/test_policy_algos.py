@@ -202,3 +202,31 @@ def test_gavel_policy_follows_lp() -> None:
     st = ClusterState(0.0, pools(), [small, big], [])
     types = {d.job_id: d.gpu_types for d in GavelPolicy().decide(st)}
     assert types == {"1": ("a100", "t4"), "2": ("a100", "t4")}
+
+
+def test_fair_routes_only_the_head_and_parks_the_rest_at_the_top_nice() -> None:
+    # 2 GPUs in all, all busy: horizon 1 -> a head of 2 GPUs of demand (jobs 0 and 1)
+    busy = {"a100": GpuPool("a100", 1, 0), "t4": GpuPool("t4", 1, 0)}
+    pend = [job(str(i), submit=float(i), rt={"a100": 100.0, "t4": 900.0}) for i in range(5)]
+    pend[4] = job("4", submit=4.0, rt={"a100": 100.0, "t4": 150.0}, features="t4")
+    st = ClusterState(0.0, busy, pend, [])
+    ds = {d.job_id: d for d in FairPolicy(horizon=1.0, rotate=0.0).decide(st)}
+    assert set(ds) == {"0", "1", "2", "3", "4"}
+    assert all(ds[j].nice == 10_000 for j in ("2", "3", "4"))
+    assert max(ds[j].nice or 0 for j in ("0", "1")) < 10_000
+    assert ds["2"].gpu_types == ("a100",)  # never routed: types within 2x of its best
+    assert ds["4"].gpu_types is None  # already constrained: kept
+    whole = {d.job_id: d for d in FairPolicy(horizon=0.0, rotate=0.0).decide(st)}
+    assert all((whole[j].nice or 0) < 10_000 for j in whole)
+
+
+def test_fair_memo_gives_the_same_decisions_as_a_fresh_policy() -> None:
+    pend = [job(str(i), acct="ab"[i % 2], submit=float(i),
+                rt={"a100": 100.0 + i, "t4": 300.0 - i}) for i in range(8)]
+    st = ClusterState(0.0, pools(2, 2), pend, [], usage={"a": 50.0})
+    pol = FairPolicy()
+    assert pol.decide(st) == FairPolicy().decide(st)
+    # same job records, other pools (t4 gone): the memo must not serve the old usable types
+    st2 = ClusterState(0.0, {"a100": GpuPool("a100", 2, 2)}, pend, [], usage={"a": 50.0})
+    assert pol.decide(st2) == FairPolicy().decide(st2)
+    assert all(d.gpu_types in (None, ("a100",)) for d in pol.decide(st2))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+from dataclasses import replace
+
 import pytest
 
 from slurm_hase.errors import PolicyError
@@ -92,3 +95,52 @@ def test_ledger_counts_only_after_start() -> None:
     late = RunningJob("1", "x", "u", "t4", 1, 90.0, 1e9)
     led.observe([late], 100.0)
     assert led.usage()["x"] == pytest.approx(10.0, rel=1e-6)
+
+
+def _slurm_order(jobs: list[PendingJob], levels: list[int]) -> list[str]:
+    """What Slurm runs first: lowest Nice, then oldest (then lowest id)."""
+    ranked = sorted(zip(levels, jobs, strict=True), key=lambda t: (t[0], t[1].submit_time,
+                                                                   t[1].job_id))
+    return [j.job_id for _, j in ranked]
+
+
+def test_nice_levels_reproduce_any_order_with_or_without_current_nice() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        n = rng.randint(1, 25)
+        jobs = [pj(str(i), float(rng.randint(0, 10)), nice=rng.choice([0, 10, 20, 30, 70, 5]))
+                for i in range(n)]
+        rng.shuffle(jobs)
+        for keep in (True, False):
+            levels = nice_levels(jobs, keep=keep)
+            assert _slurm_order(jobs, levels) == [j.job_id for j in jobs]
+            assert all(v % 10 == 0 and 0 <= v <= 10_000 for v in levels)
+
+
+def test_nice_levels_keep_current_nice_when_the_head_starts() -> None:
+    # wanted order: newest first, so every job needs its own level
+    jobs = [pj(str(i), float(100 - i)) for i in range(50)]
+    fresh = nice_levels(jobs, keep=False)
+    assert fresh == [10 * i for i in range(50)]
+    now = [replace(j, nice=lv) for j, lv in zip(jobs, fresh, strict=True)]
+    # the head starts and a new job arrives at the tail: nobody else needs a new Nice
+    later = now[1:] + [pj("new", 0.5)]
+    levels = nice_levels(later)
+    changed = [j.job_id for j, lv in zip(later, levels, strict=True) if lv != j.nice]
+    assert changed == ["new"]
+    assert _slurm_order(later, levels) == [j.job_id for j in later]
+    # without keeping, the whole queue would be renumbered
+    assert sum(lv != j.nice for j, lv in zip(later, nice_levels(later, keep=False),
+                                             strict=True)) == 50
+
+
+def test_nice_levels_do_not_keep_a_level_that_pushes_the_rest_past_the_cap() -> None:
+    jobs = [pj("1", 2.0, nice=10_000), pj("2", 1.0)]
+    assert nice_levels(jobs) == [0, 10]
+
+
+def test_nice_levels_separate_accounts_because_fairshare_orders_a_shared_level() -> None:
+    a = PendingJob("1", "x", "u", 1.0, 1, {"a100": 10.0})
+    b = PendingJob("2", "y", "u", 2.0, 1, {"a100": 10.0})
+    c = PendingJob("3", "y", "u", 3.0, 1, {"a100": 10.0})
+    assert nice_levels([a, b, c]) == [0, 10, 10]  # same account and in age order: one level
