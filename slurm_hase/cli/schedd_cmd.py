@@ -89,7 +89,7 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
         backend, policy, estimator, clock, store,
         CycleConfig(partitions=cfg.partitions, dry_run=cfg.dry_run,
                     nice_min_delta=cfg.nice_min_delta, nice_quantum=cfg.nice_quantum,
-                    nice_scale=cfg.nice_scale,
+                    nice_scale=cfg.nice_scale, nice_zero=cfg.nice_zero,
                     gpu_types=cfg.gpu_types,
                     update_workers=cfg.update_workers, batch_updates=cfg.batch_updates,
                     requeue=cfg.requeue, requeue_max=cfg.requeue_max,

@@ -18,7 +18,7 @@ from slurm_hase.errors import ConfigError, HaseError
 DEFAULT_DB = "/var/lib/slurm-hase/schedd.db"
 
 _SCHEDD_KEYS = {"interval_s", "partitions", "dry_run", "state_db", "model", "half_life_s",
-                "nice_min_delta", "nice_quantum", "nice_scale", "backoff_s", "backoff_max_s", "gpu_types", "update_workers", "batch_updates",
+                "nice_min_delta", "nice_quantum", "nice_scale", "nice_zero", "backoff_s", "backoff_max_s", "gpu_types", "update_workers", "batch_updates",
                 "requeue", "requeue_max", "requeue_min_run_s", "log_format", "log_level", "metrics"}
 _METRICS_KEYS = {"textfile", "port", "address"}
 
@@ -38,6 +38,9 @@ class DaemonConfig:
     nice_min_delta: int = 10
     nice_quantum: int = 1
     nice_scale: int = 1
+    # policy Nice that maps to Slurm Nice 0 (cycle.CycleConfig.nice_zero): 10000 = policies
+    # only ever lower Nice, so Slurm's floor of priority at 1 never flattens their order
+    nice_zero: int = 10_000
     backoff_s: float = 5.0
     backoff_max_s: float = 300.0
     gpu_types: tuple[str, ...] | None = None
@@ -103,7 +106,7 @@ def from_mapping(
         if key in s:
             out[key] = _num("schedd", key, s[key], lo, hi)
     for key, lo, hi in (("nice_min_delta", 1, 10_000), ("nice_quantum", 1, 1000),
-                        ("nice_scale", 1, 100_000),
+                        ("nice_scale", 1, 100_000), ("nice_zero", 0, 10_000),
                         ("update_workers", 1, 64), ("requeue_max", 0, 10_000)):
         if key in s:
             out[key] = int(_num("schedd", key, s[key], lo, hi))

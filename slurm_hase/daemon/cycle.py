@@ -58,6 +58,12 @@ class CycleConfig:
     # Multiply the policy's Nice so its order outweighs multifactor's other terms: about
     # (sum of PriorityWeight*) / 10, since policies step Nice by 10 per level.
     nice_scale: int = 1
+    # The policy Nice that becomes Slurm Nice 0: Slurm Nice = (policy Nice - nice_zero) *
+    # nice_scale. Slurm floors a job's priority at 1, so a positive Nice larger than the other
+    # factors' sum flattens the order; with nice_zero = NICE_MAX (10000) every policy level
+    # maps to Nice <= 0 and only raises priority (a negative Nice needs root or SlurmUser,
+    # which the daemon is). 0 = the policy's Nice as it is (positive, floors on most sites).
+    nice_zero: int = 0
     gpu_types: tuple[str, ...] | None = None  # manage only these GPU types (None = all seen)
     update_workers: int = 1  # concurrent scontrol updates (backend must be thread-safe if > 1)
     batch_updates: bool = False  # one update_job("1,2,3", u) per identical update (see act.py)
@@ -139,7 +145,7 @@ def run_cycle(
     planned = plan_updates(decisions, jobs, nodes=nodes, owned=owned, skipped=skipped,
                            nice_min_delta=config.nice_min_delta, nice_limit=config.nice_limit,
                            nice_quantum=config.nice_quantum, nice_scale=config.nice_scale,
-                           capacity=capacity)
+                           nice_zero=config.nice_zero, capacity=capacity)
     by_id = {p.job_id: p for p in state.pending} if planned else {}
     result = CycleResult(
         decisions=decisions, applied=[], skipped=skipped, errors=[], started=started,

@@ -79,7 +79,7 @@ def plan_requeues(decisions: Sequence[Decision], jobs: Sequence[Job], now: float
             [replace(d, requeue=False)], [replace(job, state=JobState.PENDING)], owned=owned,
             skipped=skipped, nice_min_delta=config.nice_min_delta, nice_limit=config.nice_limit,
             nice_quantum=config.nice_quantum, nice_scale=config.nice_scale,
-            capacity=capacity if capacity is not None else Capacity())
+            nice_zero=config.nice_zero, capacity=capacity if capacity is not None else Capacity())
         out.append((d.job_id, after[0][1] if after else None))
     return out
 

@@ -149,6 +149,7 @@ def plan_updates(
     nice_quantum: int = 1,
     nice_scale: int = 1,
     capacity: Capacity | None = None,
+    nice_zero: int = 0,
 ) -> list[tuple[str, JobUpdate]]:
     """Safe, non-empty updates for `decisions`, in decision order.
 
@@ -184,7 +185,7 @@ def plan_updates(
             continue
         rec = owned.get(job.job_id) if owned is not None else None
         nice = _plan_nice(dec, job, rec, owned_known, nice_min_delta, nice_limit * nice_scale,
-                          nice_quantum, notes, nice_scale)
+                          nice_quantum, notes, nice_scale, nice_zero)
         feats = _plan_features(dec, job, rec, owned_known, cap, known, notes)
         update = JobUpdate(nice=nice, features=feats)
         if not update.is_empty():
@@ -194,11 +195,11 @@ def plan_updates(
 
 def _plan_nice(dec: Decision, job: Job, rec: OwnedAttrs | None, owned_known: bool,
                min_delta: int, limit: int, quantum: int,
-               notes: list[tuple[str, str]], scale: int = 1) -> int | None:
+               notes: list[tuple[str, str]], scale: int = 1, zero: int = 0) -> int | None:
     if dec.nice is None:
         return None
     q = max(quantum, 1)
-    target = max(-limit, min(limit, int(round(dec.nice * scale / q)) * q))
+    target = max(-limit, min(limit, int(round((dec.nice - zero) * scale / q)) * q))
     if target == job.nice or abs(target - job.nice) < max(min_delta, 1):
         return None
     if not _nice_ours(job, rec, owned_known):

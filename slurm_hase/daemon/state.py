@@ -207,7 +207,8 @@ def _build_state(
     partitions = config.partitions
     pending_state, running_state = JobState.PENDING, JobState.RUNNING
     estimate = estimator.estimate
-    scale = max(config.nice_scale, 1)  # policies see Nice in their own units (Slurm's / scale)
+    # policies see Nice in their own units: Slurm's / nice_scale + nice_zero
+    scale, zero = max(config.nice_scale, 1), config.nice_zero
     for job in jobs:
         if partitions is not None and not job_in_partitions(job, partitions):
             continue
@@ -252,7 +253,7 @@ def _build_state(
                 submit_time=float(sub if sub is not None else now),
                 num_gpus=num, runtime_s=runtimes, gpu_fraction=frac,
                 mps_slowdown=dict(est.mps_slowdown), pinned_type=pinned,
-                nice=job.nice if scale == 1 else round(job.nice / scale),
+                nice=(job.nice if scale == 1 else round(job.nice / scale)) + zero,
                 features=job.features, memory_gb=est.memory_gb,
             )
             pending.append(pj)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from slurm_hase.daemon.cycle import CycleConfig, run_cycle
 from slurm_hase.daemon.state import JobEstimate, RuntimeEstimator
 from slurm_hase.errors import ConfigError
+from slurm_hase.policy.common import NICE_MAX
 from slurm_hase.policy.registry import make_policy
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.sim.cluster import ClusterSpec
@@ -180,8 +181,10 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
     clock = SimClock()
     # As an admin would set it (templates/schedd.toml.example): one policy Nice level (10)
     # outweighs the age + fairshare terms of the simulated multifactor priority.
+    # Policy levels map to Nice <= 0 (nice_zero, the daemon's default), so Slurm's floor of
+    # priority at 1 never flattens the order.
     cycle_cfg = CycleConfig(nice_scale=(slurm_cfg.weight_age + slurm_cfg.weight_fairshare) // 10 + 1,
-                            requeue=config.checkpoint_share > 0)
+                            nice_zero=NICE_MAX, requeue=config.checkpoint_share > 0)
     order = sorted(trace, key=lambda j: (j.submit_s, int(j.job_id) if j.job_id.isdigit() else 0))
     n, i = len(order), 0
     t0 = order[0].submit_s if order else 0.0

@@ -120,7 +120,8 @@ class SlurmScheduler:
         cfg = self.config
         age = min(max(now - job.trace.submit_s, 0.0) / cfg.max_age_s, 1.0)
         fs = self.fs_factor.get(job.trace.account, 1.0)
-        prio = int(cfg.weight_age * age + cfg.weight_fairshare * fs) - job.nice
+        job.prio_base = int(cfg.weight_age * age + cfg.weight_fairshare * fs)
+        prio = max(1, job.prio_base - job.nice)  # as Slurm: priority 0 is kept for held jobs
         if prio != job.priority:
             job.priority = prio
             job.view = None

@@ -57,6 +57,7 @@ class SimJob:
     state: JobState = JobState.PENDING
     reason: str = "None"
     priority: int = 0
+    prio_base: int = 0  # the multifactor sum before Nice (priority = max(1, base - nice))
     start: float = -1.0
     end: float = -1.0
     gpu_type: str = ""
@@ -447,7 +448,7 @@ class SimSlurm:
                 parts = tres.replace("gres/", "gres:").split(":")
                 job.pinned = parts[2].lower() if len(parts) == 4 else None
         if update.nice is not None:
-            job.priority += job.nice - update.nice
+            job.priority = max(1, job.prio_base - update.nice)  # Slurm floors it at 1
             job.nice = update.nice
             self.reordered.append(job)
         job.view = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,27 @@ def test_hsbatch_constraint_is_ours_a_users_is_not(
     feats = {j.job_id: j.features for j in slurm_backend.jobs() if j.job_id in (marked, users)}
     assert feats == {marked: "a100|v100", users: "a100"}
     assert "user constraint" in dict(res.skipped)[users]
+
+
+def test_negative_nice_keeps_the_order_where_positive_nice_hits_slurms_floor(
+        slurm_backend: CommandBackend, slurm_runner: SubprocessRunner,
+        submitted: list[str]) -> None:
+    # fair interleaves the two accounts (a0 b0 a1 b1 a2 b2): every job needs its own level
+    jobs = [submit(slurm_backend, submitted, f"hase-{a}{i}", "--gpus=1", "-A", f"team{a}")
+            for a in "ab" for i in range(3)]
+    owned: dict[str, OwnedAttrs] = {}
+    positive = replace(CFG, nice_scale=1100)  # one level outweighs age + fairshare (11000)
+    run_cycle(slurm_backend, make_policy("fair"), Table(), WallClock(), UsageLedger(3600.0),
+              {"teama": 1.0, "teamb": 1.0}, positive, owned=owned)
+    rows = squeue(slurm_runner, jobs)
+    # Slurm floors priority at 1: every job past the first level ties, the order is lost
+    assert sum(1 for j in jobs if rows[j][3] == "1") >= 4, rows
+    negative = replace(positive, nice_zero=10_000)
+    res = run_cycle(slurm_backend, make_policy("fair"), Table(), WallClock(),
+                    UsageLedger(3600.0), {"teama": 1.0, "teamb": 1.0}, negative, owned=owned)
+    assert res.errors == []
+    rows = squeue(slurm_runner, jobs)
+    wanted = sorted(jobs, key=lambda j: int(rows[j][2]))  # the policy's order, by Nice
+    prio = [int(rows[j][3]) for j in wanted]
+    assert all(int(rows[j][2]) <= 0 for j in jobs)
+    assert prio == sorted(prio, reverse=True) and len(set(prio)) == len(prio) and min(prio) > 1

@@ -286,3 +286,14 @@ def test_policies_see_nice_in_their_own_units() -> None:
     st = build_state([pjob("1", nice=11010), pjob("2")], NODES, TableEstimator(), {}, {},
                      1000.0, cfg)
     assert [p.nice for p in st.pending] == [10, 0]
+
+
+def test_nice_zero_maps_policy_levels_to_negative_nice_and_back() -> None:
+    cfg = CycleConfig(partitions=("gpu",), nice_scale=1100, nice_zero=10_000)
+    fb = FakeBackend([pjob("1"), pjob("2")], NODES)
+    pol = Scripted([Decision("1", nice=9_990), Decision("2", nice=10_000)])
+    res = run_cycle(fb, pol, TableEstimator(), Clock(), UsageLedger(3600.0), {"a": 1.0}, cfg)
+    # level 999 -> -11000 (raised above every untouched job); the top level is Nice 0: no update
+    assert res.planned == [("1", JobUpdate(nice=-11_000))]
+    seen = build_state(fb.jobs(), NODES, TableEstimator(), {}, {}, 1000.0, cfg)
+    assert {p.job_id: p.nice for p in seen.pending} == {"1": 9_990, "2": 10_000}

@@ -98,3 +98,15 @@ def test_cached_order_matches_a_fresh_sort_under_random_changes(table: Throughpu
             sched.recalc(t)
         if step % 3 == 0:
             assert _ids(sched.order()) == _fresh(sim), step
+
+
+def test_priority_floors_at_one_like_slurm(table: ThroughputTable) -> None:
+    sim, sched = _setup(table, gpus=1, n=3)
+    base = sim.jobs_by_id["1"].prio_base
+    sim.update_job("1", JobUpdate(nice=base + 5_000))  # a Nice larger than every factor
+    sim.update_job("2", JobUpdate(nice=base + 9_000))
+    assert sim.jobs_by_id["1"].priority == sim.jobs_by_id["2"].priority == 1  # the order is lost
+    sched.prioritize(sim.jobs_by_id["2"], 5.0)
+    assert sim.jobs_by_id["2"].priority == 1
+    sim.update_job("2", JobUpdate(nice=-100))  # a negative Nice only ever raises it
+    assert sim.jobs_by_id["2"].priority == sim.jobs_by_id["2"].prio_base + 100
