@@ -62,7 +62,7 @@ case "${1:-}" in
   demo)
     setup; cluster_up
     log "demo"
-    "$VENV/bin/python" -m slurm_hase.demo
+    "$VENV/bin/python" -m slurm_hase.cli.demo
     ;;
   test)
     setup; lint; cluster_up
