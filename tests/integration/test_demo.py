@@ -18,7 +18,7 @@ def test_demo_runs_every_step(slurm_runner: SubprocessRunner) -> None:
     assert cycle is not None and int(cycle[1]) >= 5  # constraints/Nice really set by the daemon
     assert "Features=" in out.split("=== 4.")[1].split("=== 5.")[0]
     sacct = out.split("=== 5.")[1].split("=== 6.")[0]
-    assert sacct.count("COMPLETED") == 10
+    assert sacct.count("COMPLETED") == 10, out.split("=== 4.")[1].split("=== 6.")[0]
     assert "gres/gpu:t4=1" in sacct.split("pinned-t4-b")[1].splitlines()[0]  # user's type kept
     assert "Jain's fairness index" in out
     for policy in ("fifo", "hase", "gavel", "fair"):
