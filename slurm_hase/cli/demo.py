@@ -80,6 +80,21 @@ class Demo:
             time.sleep(2)
         print(f"  (still running after {timeout_s:.0f}s; continuing)")
 
+    def wait_accounted(self, ids: list[str], timeout_s: float = 60) -> None:
+        """Wait until slurmdbd has every job's end (it arrives after the job leaves squeue)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            res = self.run(["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "-o", "State"],
+                           show=False)
+            states = res.stdout.split() if res.returncode == 0 else []
+            if len(states) == len(ids) and not set(states) & UNFINISHED:
+                return
+            time.sleep(1)
+        print(f"  (accounting not complete after {timeout_s:.0f}s; continuing)")
+
+
+UNFINISHED = {"PENDING", "RUNNING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED"}
+
 
 def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="hase-demo-"))
@@ -101,6 +116,7 @@ def main() -> int:
         demo.step("5. Let them start now; Slurm places them where the constraints allow")
         demo.run(["scontrol", "update", f"jobid={','.join(ids)}", "StartTime=now"]).check()
         demo.wait_done(ids)
+        demo.wait_accounted(ids)
         demo.run(["sacct", "-X", "-j", ",".join(ids), "-o",
                   "JobID,JobName%14,Account,State,AllocTRES%50,NodeList"])
         demo.step("6. Fairness report from sacct")
