@@ -37,39 +37,44 @@ from slurm_hase.sim.report import (  # noqa: E402
 )
 
 SLACK = 1.0  # hsbatch's default HASE_SPEED_SLACK
+DAY, WEEK = 86400.0, 7 * 86400.0  # usage half-lives of the daemon's ledger (default: a week)
 
 # (label, policy, knobs, billing weights, share of jobs that opt in to checkpoint + requeue,
 #  hsbatch speed slack: 0 = jobs come through plain sbatch, as on a site without slurm-hase)
-POLICIES: list[tuple[str, str, dict[str, float], dict[str, float], float, float]] = [
-    ("slurm-fifo", "fifo", {}, {}, 0.0, 0.0),
-    ("slurm-billing", "fifo", {}, {"k80": 1.0, "p100": 2.0, "v100": 4.0}, 0.0, 0.0),
-    ("gavel", "gavel", {}, {}, 0.0, 0.0),
-    ("gavel-hsbatch", "gavel", {}, {}, 0.0, SLACK),
-    ("hase", "hase", {}, {}, 0.0, 0.0),
-    ("hase-hsbatch", "hase", {}, {}, 0.0, SLACK),
-    ("fair-0.2-sbatch", "fair", {"theta": 0.2}, {}, 0.0, 0.0),
-    ("fair-0.0", "fair", {"theta": 0.0}, {}, 0.0, SLACK),
-    ("fair-0.2", "fair", {"theta": 0.2}, {}, 0.0, SLACK),
-    ("fair-0.5", "fair", {"theta": 0.5}, {}, 0.0, SLACK),
-    ("fair-0.2+ckpt50", "fair", {"theta": 0.2}, {}, 0.5, SLACK),
-    ("fair-0.2+ckpt", "fair", {"theta": 0.2}, {}, 1.0, SLACK),
+POLICIES: list[tuple[str, str, dict[str, float], dict[str, float], float, float, float]] = [
+    ("slurm-fifo", "fifo", {}, {}, 0.0, 0.0, WEEK),
+    ("slurm-billing", "fifo", {}, {"k80": 1.0, "p100": 2.0, "v100": 4.0}, 0.0, 0.0, WEEK),
+    ("gavel", "gavel", {}, {}, 0.0, 0.0, WEEK),
+    ("gavel-hsbatch", "gavel", {}, {}, 0.0, SLACK, WEEK),
+    ("hase", "hase", {}, {}, 0.0, 0.0, WEEK),
+    ("hase-hsbatch", "hase", {}, {}, 0.0, SLACK, WEEK),
+    ("fair-0.2-sbatch", "fair", {"theta": 0.2}, {}, 0.0, 0.0, WEEK),
+    ("fair-0.0", "fair", {"theta": 0.0}, {}, 0.0, SLACK, WEEK),
+    ("fair-0.2", "fair", {"theta": 0.2}, {}, 0.0, SLACK, WEEK),
+    ("fair-0.5", "fair", {"theta": 0.5}, {}, 0.0, SLACK, WEEK),
+    ("fair-0.2+ckpt50", "fair", {"theta": 0.2}, {}, 0.5, SLACK, WEEK),
+    ("fair-0.2+ckpt", "fair", {"theta": 0.2}, {}, 1.0, SLACK, WEEK),
+    # the daemon's usage half-life (half_life_s) at 1 day instead of 7: see bench/README.md
+    ("fair-0.2+ckpt-hl1d", "fair", {"theta": 0.2}, {}, 1.0, SLACK, DAY),
 ]
 COLUMNS = ["scenario", "seed", "policy", "jobs", "avg_jct_s", "p99_jct_s", "avg_wait_s",
            "makespan_s", "rho_p99", "rho_max", "rho_gt1_share", "jain_accounts", "requeues",
            "upd_per_cycle", "util", "wall_s"]
 
-Task = tuple[str, dict[str, Any], str, str, dict[str, float], dict[str, float], float, float]
+Task = tuple[str, dict[str, Any], str, str, dict[str, float], dict[str, float], float, float,
+             float]
 
 
 def _one(args: Task) -> dict[str, Any]:
-    scenario, sc, label, policy, knobs, billing, ckpt, slack = args
+    scenario, sc, label, policy, knobs, billing, ckpt, slack, half_life = args
     spec = uniform_cluster(sc["gpus"], billing=billing)
     table = throughput_table(Path(sc["data"]))
     setup = TraceSetup(resolve_trace(sc["trace"], Path(sc["data"])), start=sc["start"],
                        count=sc["count"], load=sc["load"], seed=sc["seed"])
     jobs = prepare_trace(setup, table, spec)
     _, m = run(jobs, spec, table, SimConfig(policy=policy, knobs=knobs, interval_s=60.0,
-                                            checkpoint_share=ckpt, hsbatch_slack=slack))
+                                            checkpoint_share=ckpt, hsbatch_slack=slack,
+                                            ledger_half_life_s=half_life))
     util = "/".join(f"{t}:{u:.2f}" for t, u in m.get("util_by_type", {}).items())
     # scontrol updates the daemon made per cycle (Nice + Features): the load it puts on slurmctld
     per_cycle = m["updates"] / m["cycles"] if m.get("cycles") else 0.0
@@ -119,7 +124,9 @@ def _ratios(rows: list[dict[str, Any]], scenario: str) -> list[str]:
               ("fair with hsbatch, no requeue (best theta)",
                lambda k: k.startswith("fair") and "ckpt" not in k and "sbatch" not in k),
               ("fair + checkpoint/requeue, every job opts in", lambda k: k == "fair-0.2+ckpt"),
-              ("fair + checkpoint/requeue, half the jobs opt in", lambda k: k == "fair-0.2+ckpt50"))
+              ("fair + checkpoint/requeue, half the jobs opt in", lambda k: k == "fair-0.2+ckpt50"),
+              ("fair + checkpoint/requeue, every job opts in, daemon's usage half-life 1 day",
+               lambda k: k == "fair-0.2+ckpt-hl1d"))
     for title, pick in groups:
         vals: dict[str, list[float]] = {"base": [], "gavel": [], "rho": [], "grho": [],
                                         "jain": [], "hjain": []}
@@ -182,9 +189,10 @@ def main() -> int:
     scenarios = {k: v for k, v in scenarios.items() if k in chosen}
     seeds = [int(x) for x in a.seeds.split(",") if x.strip()]
     tasks: list[Task] = [
-        (name, {**sc, "seed": seed, "data": str(a.data_dir)}, label, pol, knobs, bill, ckpt, slack)
+        (name, {**sc, "seed": seed, "data": str(a.data_dir)}, label, pol, knobs, bill, ckpt, slack,
+         hl)
         for name, sc in scenarios.items() for seed in seeds
-        for label, pol, knobs, bill, ckpt, slack in POLICIES]
+        for label, pol, knobs, bill, ckpt, slack, hl in POLICIES]
     with ProcessPoolExecutor(max_workers=a.workers) as pool:
         rows = []
         for row in pool.map(_one, tasks):

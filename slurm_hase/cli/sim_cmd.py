@@ -49,13 +49,16 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
               help="Seconds of work a checkpoint restart costs a requeued job.")
 @click.option("--hsbatch-slack", type=click.FloatRange(0.0), default=0.0, show_default=True,
               help="Jobs are submitted with hsbatch at this HASE_SPEED_SLACK (0 = plain sbatch).")
+@click.option("--ledger-half-life", type=click.FloatRange(min=1.0, max=1e9), default=7 * 86400.0,
+              show_default=True, help="The daemon's usage half-life in s (its half_life_s): "
+              "how long past GPU service counts against an account.")
 @click.option("--plots/--no-plots", default=True, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png", show_default=True)
 def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str, policy: str,
              knob: tuple[str, ...], predictor: str, interval: float, start: int,
              count: int | None, tile_to: int | None, load: float | None, seed: int,
              data_dir: Path | None, out: Path, checkpoint_share: float, requeue_overhead: float,
-             hsbatch_slack: float, plots: bool, fmt: str) -> None:
+             hsbatch_slack: float, ledger_half_life: float, plots: bool, fmt: str) -> None:
     """Replay a real trace through POLICY on a simulated Slurm and write metrics and plots."""
     from slurm_hase.sim.cluster import load_cluster, uniform_cluster
     from slurm_hase.sim.engine import SimConfig
@@ -82,7 +85,7 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str, 
     jobs = prepare_trace(setup, table, spec)
     config = SimConfig(policy=policy, knobs=_knobs(knob), interval_s=interval, predictor=predictor,
                        checkpoint_share=checkpoint_share, requeue_overhead_s=requeue_overhead,
-                       hsbatch_slack=hsbatch_slack)
+                       hsbatch_slack=hsbatch_slack, ledger_half_life_s=ledger_half_life)
     click.echo(f"simulating {len(jobs)} jobs on {spec.total_gpus} GPUs {spec.gpus_by_type} "
                f"with {policy}", err=True)
     with click.progressbar(length=len(jobs), label="jobs finished", file=sys.stderr) as bar:
@@ -93,7 +96,8 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str, 
         metrics = compute(result)
     meta = {"trace": str(setup.path), **{k: v for k, v in dataclasses.asdict(setup).items() if k != "path"},
             "policy": policy, "knobs": config.knobs, "predictor": predictor, "interval_s": interval,
-            "gpus_by_type": spec.gpus_by_type}
+            "gpus_by_type": spec.gpus_by_type, "ledger_half_life_s": ledger_half_life,
+            "checkpoint_share": checkpoint_share, "hsbatch_slack": hsbatch_slack}
     for path in write_outputs(out, policy, result, metrics, meta):
         click.echo(str(path))
     if plots:

@@ -59,3 +59,16 @@ def test_simulate_checkpoint_share_turns_rotation_on(tmp_path: Path, fixtures_di
     assert counts[0] == 0 and counts[1] > 0
     bad = CliRunner().invoke(simulate, [*common, "--checkpoint-share", "1.5", "--out", str(tmp_path)])
     assert bad.exit_code == 2 and "checkpoint-share" in bad.output
+
+
+def test_simulate_ledger_half_life_is_used_and_checked(tmp_path: Path, fixtures_dir: Path) -> None:
+    data = _data_dir(tmp_path, fixtures_dir)
+    trace = fixtures_dir / "sim" / "gavel_max_min_fairness_excerpt.trace"
+    common = ["--trace", str(trace), "--gpus", "k80=4,p100=4,v100=4", "--policy", "fair",
+              "--data-dir", str(data), "--no-plots", "--out", str(tmp_path / "o")]
+    res = CliRunner().invoke(simulate, [*common, "--ledger-half-life", "3600"])
+    assert res.exit_code == 0, res.output
+    meta = json.loads((tmp_path / "o" / "fair.json").read_text())["meta"]
+    assert meta["ledger_half_life_s"] == 3600.0
+    bad = CliRunner().invoke(simulate, [*common, "--ledger-half-life", "0"])
+    assert bad.exit_code == 2 and "ledger-half-life" in bad.output
