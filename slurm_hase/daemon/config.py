@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_hase.errors import ConfigError, HaseError
+from slurm_hase.policy.common import NICE_MAX
 
 DEFAULT_DB = "/var/lib/slurm-hase/schedd.db"
 
@@ -40,7 +41,7 @@ class DaemonConfig:
     nice_scale: int = 1
     # policy Nice that maps to Slurm Nice 0 (cycle.CycleConfig.nice_zero): 10000 = policies
     # only ever lower Nice, so Slurm's floor of priority at 1 never flattens their order
-    nice_zero: int = 10_000
+    nice_zero: int = NICE_MAX
     backoff_s: float = 5.0
     backoff_max_s: float = 300.0
     gpu_types: tuple[str, ...] | None = None
@@ -106,7 +107,7 @@ def from_mapping(
         if key in s:
             out[key] = _num("schedd", key, s[key], lo, hi)
     for key, lo, hi in (("nice_min_delta", 1, 10_000), ("nice_quantum", 1, 1000),
-                        ("nice_scale", 1, 100_000), ("nice_zero", 0, 10_000),
+                        ("nice_scale", 1, 100_000), ("nice_zero", 0, NICE_MAX),
                         ("update_workers", 1, 64), ("requeue_max", 0, 10_000)):
         if key in s:
             out[key] = int(_num("schedd", key, s[key], lo, hi))

@@ -30,7 +30,7 @@ from slurm_hase.daemon.state import (
 from slurm_hase.policy.types import Decision, Policy
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.backend import SlurmBackend
-from slurm_hase.slurm.types import Job, JobState, JobUpdate, Node
+from slurm_hase.slurm.types import Job, JobUpdate, Node
 
 __all__ = [
     "Clock", "CycleConfig", "CycleResult", "JobEstimate", "OwnedAttrs", "RuntimeEstimator",
@@ -180,22 +180,3 @@ def _apply(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate]], resu
         result.unavailable = True
         log.warning("slurm unavailable while acting; %d updates not made",
                     sum(1 for o, _ in outcomes if o == "unavailable-skip"))
-
-
-def _pending_by_type(jobs: Sequence[Job]) -> dict[str, int]:
-    return _pending_summary(jobs)[1]
-
-
-def _pending_summary(jobs: Sequence[Job]) -> tuple[frozenset[str], dict[str, int]]:
-    """Ids of pending jobs, and their count by asked GPU type/constraint ("" = neither)."""
-    ids = []
-    out: dict[str, int] = {}
-    pending = JobState.PENDING
-    for job in jobs:
-        if job.state is pending:
-            ids.append(job.job_id)
-            gpu = job.gpu
-            if gpu is not None:
-                key = (gpu.gpu_type or job.features or "").lower()
-                out[key] = out.get(key, 0) + 1
-    return frozenset(ids), out

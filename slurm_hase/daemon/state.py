@@ -129,10 +129,6 @@ def _node_summary(nodes: Sequence[Node], cache: StateCache | None
     return cache.summary
 
 
-def _pools(nodes: Sequence[Node]) -> dict[str, GpuPool]:
-    return _summarize(nodes)[0]
-
-
 def _gpu_shape(job: Job) -> tuple[int, float]:
     """(GPUs, fraction of each) a job asks for; an MPS-only request is one GPU's share."""
     req = job.gpu
@@ -181,8 +177,8 @@ def _build_state(
     config: CycleConfig,
     cache: StateCache | None,
 ) -> tuple[ClusterState, frozenset[str], dict[str, int]]:
-    """build_state, and (as _pending_summary of the jobs in managed partitions) in the same pass
-    the ids of pending jobs and their count by asked type."""
+    """build_state, and in the same pass the ids of the pending jobs in managed partitions and
+    their count by asked GPU type or constraint ("" = neither)."""
     all_pools, _ = _node_summary(nodes, cache)
     if config.gpu_types is not None:
         pools = {t: p for t, p in all_pools.items() if t in config.gpu_types}
@@ -284,12 +280,6 @@ def _build_state(
     state_out = ClusterState(now=now, pools=pools, pending=pending, running=running,
                              shares=dict(shares), usage=dict(ledger_usage))
     return state_out, frozenset(pending_ids), by_type
-
-
-def _running(job: Job, pools: Mapping[str, GpuPool], estimator: RuntimeEstimator,
-             now: float) -> RunningJob:
-    est = estimator.estimate(job, tuple(pools)) if pools else None
-    return _running_est(job, pools, est, now)[1]
 
 
 def _running_est(job: Job, pools: Mapping[str, GpuPool], est: JobEstimate | None,

@@ -39,7 +39,7 @@ class PendingJob:
     mps_slowdown: Mapping[str, float] = field(default_factory=dict)
     # Type the user pinned (--gpus=a100:1); policies never change it. None = untyped.
     pinned_type: str | None = None
-    nice: int = 0  # current Nice in policy units (Slurm's Nice / the daemon's nice_scale)
+    nice: int = 0  # current Nice in policy units: Slurm's / nice_scale + nice_zero (daemon)
     features: str = ""  # constraint currently on the job
     memory_gb: float = 0.0  # GPU memory the job needs per GPU (0 = unknown)
 
