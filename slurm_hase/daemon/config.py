@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_hase.errors import ConfigError, HaseError
-from slurm_hase.policy.common import NICE_MAX
+from slurm_hase.policy.common import NICE_MAX, SLURM_NICE_LIMIT
 
 DEFAULT_DB = "/var/lib/slurm-hase/schedd.db"
 
@@ -39,7 +39,7 @@ class DaemonConfig:
     nice_min_delta: int = 10
     nice_quantum: int = 1
     nice_scale: int = 1
-    # policy Nice that maps to Slurm Nice 0 (cycle.CycleConfig.nice_zero): 10000 = policies
+    # policy Nice that maps to Slurm Nice 0 (cycle.CycleConfig.nice_zero): NICE_MAX = policies
     # only ever lower Nice, so Slurm's floor of priority at 1 never flattens their order
     nice_zero: int = NICE_MAX
     backoff_s: float = 5.0
@@ -111,6 +111,7 @@ def from_mapping(
                         ("update_workers", 1, 64), ("requeue_max", 0, 10_000)):
         if key in s:
             out[key] = int(_num("schedd", key, s[key], lo, hi))
+    _check_nice_range(out.get("nice_zero", NICE_MAX), out.get("nice_scale", 1))
     for key in ("dry_run", "batch_updates", "requeue"):
         if key in s:
             if not isinstance(s[key], bool):
@@ -143,6 +144,18 @@ def from_mapping(
     out["shares"] = {str(k): _num("shares", str(k), v, 0.0) for k, v in
                      dict(data.get("shares", {})).items()}
     return DaemonConfig(**out)
+
+
+def _check_nice_range(zero: int, scale: int) -> None:
+    """Every policy level, (level - nice_zero) x nice_scale, must be a Nice Slurm accepts."""
+    widest = max(zero, NICE_MAX - zero) * scale
+    if widest > SLURM_NICE_LIMIT:
+        raise ConfigError(
+            f"[schedd] nice_scale {scale} x nice_zero {zero}: policy levels would reach Nice "
+            f"{'-' if zero >= NICE_MAX - zero else ''}{widest}, beyond Slurm's limit of "
+            f"+-{SLURM_NICE_LIMIT}; nice_scale needs to be at most "
+            f"{SLURM_NICE_LIMIT // max(zero, NICE_MAX - zero, 1)} (about the sum of your "
+            f"PriorityWeight* / 10 is enough)")
 
 
 def _metrics(m: Any) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from slurm_hase.daemon.state import (
     job_in_partitions,
     state_digest,
 )
+from slurm_hase.policy.common import NICE_MAX
 from slurm_hase.policy.types import Decision, Policy
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.backend import SlurmBackend
@@ -53,14 +54,14 @@ class CycleConfig:
     partitions: tuple[str, ...] | None = None  # None = all
     dry_run: bool = False
     nice_min_delta: int = 1  # ignore Nice changes smaller than this (no update storms)
-    nice_limit: int = 10_000  # clamp Nice to [-limit, limit]
+    nice_limit: int = NICE_MAX  # clamp Nice to [-limit, limit] x nice_scale
     nice_quantum: int = 1  # round Nice to multiples (fewer distinct updates -> batched calls)
     # Multiply the policy's Nice so its order outweighs multifactor's other terms: about
     # (sum of PriorityWeight*) / 10, since policies step Nice by 10 per level.
     nice_scale: int = 1
     # The policy Nice that becomes Slurm Nice 0: Slurm Nice = (policy Nice - nice_zero) *
     # nice_scale. Slurm floors a job's priority at 1, so a positive Nice larger than the other
-    # factors' sum flattens the order; with nice_zero = NICE_MAX (10000) every policy level
+    # factors' sum flattens the order; with nice_zero = NICE_MAX (100000) every policy level
     # maps to Nice <= 0 and only raises priority (a negative Nice needs root or SlurmUser,
     # which the daemon is). 0 = the policy's Nice as it is (positive, floors on most sites).
     nice_zero: int = 0

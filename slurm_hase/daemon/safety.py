@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from slurm_hase.errors import DescriptorError
+from slurm_hase.policy.common import NICE_MAX
 from slurm_hase.policy.types import Decision
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.slurm.types import Job, JobState, JobUpdate, Node
@@ -145,7 +146,7 @@ def plan_updates(
     owned: Mapping[str, OwnedAttrs] | None = None,
     skipped: list[tuple[str, str]] | None = None,
     nice_min_delta: int = 1,
-    nice_limit: int = 10_000,
+    nice_limit: int = NICE_MAX,
     nice_quantum: int = 1,
     nice_scale: int = 1,
     capacity: Capacity | None = None,

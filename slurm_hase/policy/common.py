@@ -19,7 +19,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from slurm_hase.errors import PolicyError
 from slurm_hase.policy.types import Decision, GpuPool, PendingJob
 
-NICE_MAX = 10_000  # Nice values the policies emit lie in 0..NICE_MAX
+NICE_MAX = 100_000  # Nice values the policies emit lie in 0..NICE_MAX (10,000 levels)
+# Slurm accepts |Nice| <= 2147483645 (NICE_OFFSET - 3); the daemon keeps
+# nice_zero * nice_scale within it
+SLURM_NICE_LIMIT = 2_147_483_645
 
 
 def features_string(gpu_types: Sequence[str]) -> str:
@@ -89,19 +92,24 @@ def check_knob(name: str, value: float, lo: float, hi: float) -> float:
 NICE_STEP = 10  # nice distance between consecutive levels
 
 
+NICE_GAP = 16  # levels between consecutive new levels where there is room (room for inserts)
+
+
 def nice_levels(order: Sequence[PendingJob], step: int = NICE_STEP,
-                nice_max: int = NICE_MAX, *, keep: bool = True) -> list[int]:
+                nice_max: int = NICE_MAX, *, keep: bool = True, gap: int = NICE_GAP) -> list[int]:
     """Nice values that make Slurm (nice first, then age) run `order` in that order.
 
     A job needs a higher level than the one before it only where it is older (age alone would
     reorder them) or of another account (fairshare would), so one account's queue already in
-    submit order gets all zeros. Level L is L * step.
+    submit order gets all zeros. Level L is L * step; levels stop at nice_max // step, where the
+    rest of a queue too long for the levels shares the top one.
 
     With `keep`, the levels jobs already have (their `nice`, in policy units) are kept for the
-    largest set of jobs they still order correctly (see `_kept_levels`), and only the others
-    get new ones: when a job at the head starts or one arrives, the rest keep their Nice, so a
-    cycle issues a handful of updates instead of renumbering the queue. Without it the levels
-    are fresh: 0, then +1 per step (capped at nice_max, which then cannot keep the order).
+    largest set of jobs they still order correctly (see `_kept_levels`), and the others get
+    levels spread over the room between their kept neighbours, up to `gap` levels apart, so
+    that a job arriving between two others later finds a free level: when a job at the head
+    starts or one arrives, the rest keep their Nice, and a cycle issues a handful of updates
+    instead of renumbering the queue. Without `keep` the levels are compact: 0, then +1 per step.
     """
     steps = [0] * len(order)
     prev: tuple[float, str] | None = None
@@ -113,37 +121,99 @@ def nice_levels(order: Sequence[PendingJob], step: int = NICE_STEP,
         steps[i] = 1 if prev is not None and (key < prev or job.account != prev_account) else 0
         prev, prev_account = key, job.account
     top = nice_max // step
-    if keep:
-        levels = _kept_levels(order, steps, step, top)
-        if levels:
-            return [lv * step for lv in levels]
-    out, level = [], 0
-    for s in steps:
-        level += s
-        out.append(min(level, top) * step)
+    if not keep:
+        out, level = [], 0
+        for s in steps:
+            level += s
+            out.append(min(level, top) * step)
+        return out
+    # A queue needing more levels than there are: the head, up to a third of the levels, keeps
+    # an exact order two levels apart and the rest shares the top level. The last third is
+    # room for the head to keep its levels while its front starts and the jobs behind move up.
+    cut = len(order)
+    if sum(steps) >= top:
+        need = 0
+        for i, s in enumerate(steps):
+            need += s
+            if need >= top // 3:
+                cut = i
+                break
+        gap = min(gap, 2)
+    levels = _kept_levels(order[:cut], steps[:cut], top - 1 if cut < len(order) else top,
+                          step, max(gap, 1))
+    return [lv * step for lv in levels] + [top * step] * (len(order) - cut)
+
+
+def _kept_levels(order: Sequence[PendingJob], steps: Sequence[int], top: int, step: int,
+                 gap: int) -> list[int]:
+    """Levels (<= top, sum(steps) <= top) keeping the current level of as many jobs as can be.
+
+    R_j = steps needed up to job j. Jobs a before b can both keep their levels c iff
+    c_b - c_a >= R_b - R_a, i.e. d = c - R is non-decreasing over the kept jobs (a longest
+    non-decreasing subsequence; c >= R + 1 and c + R_last - R <= top leave room for the jobs
+    before and after). The others are placed between their kept neighbours; where that leaves
+    fewer than MIN_SPACING levels per step, the window grows over its neighbours (doubling)
+    until it has room and is spread out evenly again, as order-maintenance lists do, so the
+    next arrivals find free levels instead of renumbering the queue one job at a time.
+    """
+    n = len(order)
+    cum = [0] * n
+    need = 0
+    for i in range(n):
+        need += steps[i]
+        cum[i] = need
+    total = need
+    head = 1 if total < top else 0  # the first job above level 0: room in front of it
+    cand: list[tuple[int, int]] = []  # (d, index) of jobs whose current nice is a level
+    for i, job in enumerate(order):
+        nice = job.nice
+        if nice >= 0 and nice % step == 0:
+            lv = nice // step
+            if cum[i] + head <= lv <= top - total + cum[i]:
+                cand.append((lv - cum[i], i))
+    kept = _longest_nondecreasing(cand)
+    # anchors (index, level, R): a virtual start at level 0, the kept jobs, a virtual end that
+    # floats up to `top` (gap levels per step where there is room)
+    anchors = [(-1, 0, -head)] + [(i, order[i].nice // step, cum[i]) for i in kept]
+    anchors.append((n, top, total))
+    last = len(anchors) - 1
+    out = [0] * n
+    a = 0
+    while a < last:
+        b = a + 1
+        lo, hi, width = a, b, 1
+        if anchors[b][0] - anchors[a][0] > 1 or b == last:  # jobs to place between them
+            if not _roomy(anchors, lo, hi, last, MIN_SPACING):
+                # grow (doubling) until spread out it leaves room for the next arrivals too
+                while not _roomy(anchors, lo, hi, last, 2 * MIN_SPACING) and (lo > 0 or hi < last):
+                    lo, hi, width = max(0, lo - width), min(last, hi + width), width * 2
+        lv_lo, r_lo = anchors[lo][1], anchors[lo][2]
+        lv_hi, r_hi = anchors[hi][1], anchors[hi][2]
+        if hi == last:
+            lv_hi = min(top, lv_lo + (r_hi - r_lo) * gap)
+        m, room = r_hi - r_lo, lv_hi - lv_lo
+        for i in range(anchors[lo][0] + 1, min(anchors[hi][0] + 1, n)):
+            out[i] = lv_lo + ((2 * (cum[i] - r_lo) * room + m) // (2 * m) if m else 0)
+        for k in range(lo + 1, min(hi + 1, last)):  # a later window may grow back over these
+            idx = anchors[k][0]
+            anchors[k] = (idx, out[idx], cum[idx])
+        a = hi
     return out
 
 
-def _kept_levels(order: Sequence[PendingJob], steps: Sequence[int], step: int,
-                 top: int) -> list[int]:
-    """Levels keeping the current level of the most jobs (a longest non-decreasing subsequence).
+MIN_SPACING = 2  # levels per step a placement window needs (else it grows)
 
-    R_j = steps needed up to job j. Jobs a before b can both keep their levels c iff
-    c_b - c_a >= R_b - R_a, i.e. d = c - R is non-decreasing over the kept jobs (and d >= 0 so
-    that the jobs before the first kept one fit from level 0). The others take the lowest level
-    the order allows after the previous job, which never passes the next kept job's.
-    """
-    need, total = 0, sum(steps)
-    cand: list[tuple[int, int]] = []  # (d, index) of jobs whose current nice is a level
-    for i, job in enumerate(order):
-        need += steps[i]
-        nice = job.nice
-        # a level the order allows, and that leaves room below `top` for the jobs after it
-        if (nice >= 0 and nice % step == 0 and nice // step >= need
-                and nice // step + total - need <= top):
-            cand.append((nice // step - need, i))
-    # patience sorting for the longest non-decreasing run of d, with predecessor links
-    tails: list[int] = []  # d of the smallest tail of each run length
+
+def _roomy(anchors: Sequence[tuple[int, int, int]], lo: int, hi: int, last: int,
+           spacing: int) -> bool:
+    m = anchors[hi][2] - anchors[lo][2]
+    room = anchors[hi][1] - anchors[lo][1]
+    return m <= 0 or room >= spacing * m or (lo == 0 and hi == last)
+
+
+def _longest_nondecreasing(cand: Sequence[tuple[int, int]]) -> list[int]:
+    """Indices (second items) of a longest run of candidates with non-decreasing first items."""
+    tails: list[int] = []  # first item of the smallest tail of each run length
     tail_at: list[int] = []  # candidate index of that tail
     back = [-1] * len(cand)
     for ci, (d, _) in enumerate(cand):
@@ -155,17 +225,13 @@ def _kept_levels(order: Sequence[PendingJob], steps: Sequence[int], step: int,
         else:
             tails[pos] = d
             tail_at[pos] = ci
-    kept: dict[int, int] = {}
+    kept: list[int] = []
     ci = tail_at[-1] if tail_at else -1
     while ci >= 0:
-        i = cand[ci][1]
-        kept[i] = order[i].nice // step
+        kept.append(cand[ci][1])
         ci = back[ci]
-    out, level = [], 0
-    for i in range(len(order)):
-        level = kept.get(i, level + steps[i])
-        out.append(level)
-    return out
+    kept.reverse()
+    return kept
 
 
 def water_fill(capacity: float, weights: Mapping[str, float],

@@ -19,6 +19,7 @@ from slurm_hase.daemon.cycle import CycleConfig, JobEstimate, OwnedAttrs, run_cy
 from slurm_hase.daemon.loop import Daemon, LoopSettings, WallClock
 from slurm_hase.daemon.reset import reset_decisions
 from slurm_hase.errors import SlurmError
+from slurm_hase.policy.common import NICE_MAX
 from slurm_hase.policy.registry import make_policy
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.command_backend import CommandBackend
@@ -199,7 +200,7 @@ def test_negative_nice_keeps_the_order_where_positive_nice_hits_slurms_floor(
     rows = squeue(slurm_runner, jobs)
     # Slurm floors priority at 1: every job past the first level ties, the order is lost
     assert sum(1 for j in jobs if rows[j][3] == "1") >= 4, rows
-    negative = replace(positive, nice_zero=10_000)
+    negative = replace(positive, nice_zero=NICE_MAX)  # the daemon's default
     res = run_cycle(slurm_backend, make_policy("fair"), Table(), WallClock(),
                     UsageLedger(3600.0), {"teama": 1.0, "teamb": 1.0}, negative, owned=owned)
     assert res.errors == []
@@ -207,4 +208,6 @@ def test_negative_nice_keeps_the_order_where_positive_nice_hits_slurms_floor(
     wanted = sorted(jobs, key=lambda j: int(rows[j][2]))  # the policy's order, by Nice
     prio = [int(rows[j][3]) for j in wanted]
     assert all(int(rows[j][2]) <= 0 for j in jobs)
+    # Slurm takes Nice far below the old +-10000 range (it allows +-2147483645)
+    assert min(int(rows[j][2]) for j in jobs) < -10_000_000
     assert prio == sorted(prio, reverse=True) and len(set(prio)) == len(prio) and min(prio) > 1

@@ -24,6 +24,13 @@ def test_defaults_without_file() -> None:
     assert cfg.policy == "fair" and cfg.partitions is None and not cfg.dry_run
 
 
+def test_nice_range_fits_slurms_limit_at_the_edge() -> None:
+    assert from_mapping({"schedd": {"nice_scale": 21_474}}).nice_scale == 21_474
+    assert from_mapping({"schedd": {"nice_scale": 42_949, "nice_zero": 50_000}}).nice_zero == 50_000
+    with pytest.raises(ConfigError, match="nice_scale 42950 x nice_zero 50000"):
+        from_mapping({"schedd": {"nice_scale": 42_950, "nice_zero": 50_000}})
+
+
 @pytest.mark.parametrize(("doc", "match"), [
     ({"policy": {"name": "round-robin"}}, "unknown policy 'round-robin'"),
     ({"policy": {"name": "hase", "knobs": {"bta": 0.5}}}, "no knob 'bta'"),
@@ -35,6 +42,8 @@ def test_defaults_without_file() -> None:
     ({"schedd": {"metrics": {"textfile": "/tmp/x.txt"}}}, "\\.prom"),
     ({"shares": {"acct": -1}}, "out of range"),
     ({"polcy": {}}, "unknown section"),
+    # levels would reach Nice -100000 x 30000 = -3e9, beyond Slurm's +-2147483645
+    ({"schedd": {"nice_scale": 30_000}}, "nice_scale needs to be at most 21474"),
 ])
 def test_bad_configs_are_refused(doc: dict[str, object], match: str) -> None:
     with pytest.raises(ConfigError, match=match):

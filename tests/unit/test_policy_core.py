@@ -8,14 +8,15 @@ from dataclasses import replace
 import pytest
 
 from slurm_hase.errors import PolicyError
-from slurm_hase.policy.common import nice_levels, only_changes, parse_features
+from slurm_hase.policy.common import NICE_MAX, nice_levels, only_changes, parse_features
 from slurm_hase.policy.registry import list_policies, make_policy, policy_knobs
 from slurm_hase.policy.types import ClusterState, Decision, GpuPool, PendingJob, RunningJob
 from slurm_hase.policy.usage import UsageLedger
 
 
-def pj(jid: str, submit: float = 0.0, nice: int = 0, features: str = "") -> PendingJob:
-    return PendingJob(jid, "a", "u", submit, 1, {"a100": 10.0}, nice=nice, features=features)
+def pj(jid: str, submit: float = 0.0, nice: int = 0, features: str = "",
+       account: str = "a") -> PendingJob:
+    return PendingJob(jid, account, "u", submit, 1, {"a100": 10.0}, nice=nice, features=features)
 
 
 def test_registry_lists_and_builds_every_policy() -> None:
@@ -55,9 +56,10 @@ def test_only_changes_drops_unchanged_attributes() -> None:
 
 def test_nice_levels_only_distinct_where_order_matters() -> None:
     a, b, c = pj("1", 1.0), pj("2", 2.0), pj("3", 3.0)
-    assert nice_levels([a, b, c]) == [0, 0, 0]
+    assert len(set(nice_levels([a, b, c]))) == 1
     lv = nice_levels([c, a, b])
     assert lv[0] < lv[1] == lv[2]
+    assert nice_levels([a, b, c], keep=False) == [0, 0, 0]
 
 
 def test_ledger_halves_after_half_life() -> None:
@@ -135,12 +137,87 @@ def test_nice_levels_keep_current_nice_when_the_head_starts() -> None:
 
 
 def test_nice_levels_do_not_keep_a_level_that_pushes_the_rest_past_the_cap() -> None:
-    jobs = [pj("1", 2.0, nice=10_000), pj("2", 1.0)]
-    assert nice_levels(jobs) == [0, 10]
+    jobs = [pj("1", 2.0, nice=NICE_MAX), pj("2", 1.0)]
+    levels = nice_levels(jobs)
+    assert 0 <= levels[0] < levels[1] < NICE_MAX
 
 
 def test_nice_levels_separate_accounts_because_fairshare_orders_a_shared_level() -> None:
     a = PendingJob("1", "x", "u", 1.0, 1, {"a100": 10.0})
     b = PendingJob("2", "y", "u", 2.0, 1, {"a100": 10.0})
     c = PendingJob("3", "y", "u", 3.0, 1, {"a100": 10.0})
-    assert nice_levels([a, b, c]) == [0, 10, 10]  # same account and in age order: one level
+    lv = nice_levels([a, b, c])
+    assert lv[0] < lv[1] == lv[2]  # same account and in age order: one level
+
+
+def _renice(jobs: list[PendingJob], levels: list[int]) -> list[PendingJob]:
+    return [replace(j, nice=lv) for j, lv in zip(jobs, levels, strict=True)]
+
+
+def test_nice_levels_leave_room_so_an_arrival_changes_only_its_own_nice() -> None:
+    # two accounts interleaved: every job has a level of its own, gaps between them
+    jobs = _renice(order := [pj(str(i), float(i), account="ab"[i % 2]) for i in range(40)],
+                   nice_levels(order))
+    for k, pos in enumerate((0, 7, 7, 7, 20, 39)):  # in front, several times in one gap, ...
+        new = pj(f"n{k}", 1000.0 + k, account="c")
+        jobs = jobs[:pos] + [new] + jobs[pos:]
+        levels = nice_levels(jobs)
+        assert _slurm_order(jobs, levels) == [j.job_id for j in jobs]
+        assert [j.job_id for j, lv in zip(jobs, levels, strict=True) if lv != j.nice] == [new.job_id]
+        jobs = _renice(jobs, levels)
+
+
+def test_nice_levels_spread_a_full_gap_over_its_neighbours() -> None:
+    # 20 jobs packed one level apart amid jobs 16 levels apart: an arrival in the packed part
+    # moves a window of its neighbours (order-maintenance style), not the queue behind it,
+    # and leaves room there for the next arrivals
+    levels = [16 * (i + 1) for i in range(90)]
+    levels += [levels[-1] + i + 1 for i in range(20)]
+    levels += [levels[-1] + 16 * (i + 1) for i in range(90)]
+    jobs = [pj(str(i), float(i), account="ab"[i % 2], nice=10 * lv) for i, lv in enumerate(levels)]
+    moved = []
+    for k in range(4):
+        jobs = jobs[:100] + [pj(f"n{k}", 1000.0 + k, account="c")] + jobs[100:]
+        new = nice_levels(jobs)
+        assert _slurm_order(jobs, new) == [j.job_id for j in jobs]
+        moved.append(sum(lv != j.nice for j, lv in zip(jobs, new, strict=True)) - 1)
+        jobs = _renice(jobs, new)
+    # packed one apart, every arrival would otherwise move the whole queue behind it (100)
+    assert 0 < max(moved) <= 40 and sum(moved) <= 60, moved
+
+
+def test_nice_levels_queue_longer_than_the_levels_keeps_its_head_in_order() -> None:
+    # more account changes than levels: the head is ordered exactly, the rest shares the top
+    jobs = [pj(str(i), float(i), account="ab"[i % 2]) for i in range(30)]
+    levels = nice_levels(jobs, nice_max=200)  # 20 levels
+    assert levels[-1] == 200 and levels == sorted(levels)
+    head = [j.job_id for j, lv in zip(jobs, levels, strict=True) if lv < 200]
+    assert 5 <= len(head) <= 10
+    assert _slurm_order(jobs, levels)[:len(head)] == head
+    # the next cycle, once 3 of the head started: the rest of the head keeps its Nice
+    later = _renice(jobs, levels)[3:]
+    again = nice_levels(later, nice_max=200)
+    kept = [j.job_id for j, lv in zip(later, again, strict=True) if lv == j.nice and lv < 200]
+    assert kept == head[3:]
+    assert _slurm_order(later, again)[:len(head)] == [j.job_id for j in later[:len(head)]]
+
+
+def test_nice_levels_keep_any_order_over_many_cycles() -> None:
+    # cycles of a queue with several accounts: some start, some arrive, some move
+    rng = random.Random(11)
+    for nice_max in (NICE_MAX, 400):
+        jobs = [pj(str(i), float(rng.randint(0, 50)), account=rng.choice("abc"))
+                for i in range(120)]
+        for cyc in range(30):
+            levels = nice_levels(jobs, nice_max=nice_max)
+            ranked = _slurm_order(jobs, levels)
+            ordered = [j.job_id for j, lv in zip(jobs, levels, strict=True) if lv < nice_max]
+            assert ranked[:len(ordered)] == ordered
+            if nice_max == NICE_MAX:
+                assert len(ordered) == len(jobs)
+            jobs = _renice(jobs, levels)[rng.randint(0, 5):]
+            for k in range(rng.randint(0, 8)):
+                jobs.insert(rng.randrange(len(jobs) + 1),
+                            pj(f"{cyc}-{k}", float(rng.randint(0, 80)), account=rng.choice("abcd")))
+            for _ in range(rng.randint(0, 6)):
+                jobs.insert(rng.randrange(len(jobs)), jobs.pop(rng.randrange(len(jobs))))
