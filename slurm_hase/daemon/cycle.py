@@ -9,7 +9,7 @@ All steps are O(jobs + nodes) apart from the policy itself.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -85,14 +85,31 @@ class CycleResult:
     started: float
     duration_s: float
     planned: list[tuple[str, JobUpdate]] = field(default_factory=list)
-    inputs_digest: str = ""
-    job_digests: dict[str, str] = field(default_factory=dict)  # job id -> digest of its inputs
     pending_by_type: dict[str, int] = field(default_factory=dict)  # "" = unconstrained
     pending: int = 0
     running: int = 0
     pending_ids: frozenset[str] = frozenset()  # every pending job observed (managed partitions)
     unavailable: bool = False  # slurmctld went away while acting: the caller should back off
     requeued: list[str] = field(default_factory=list)  # running jobs requeued (rotation)
+    # computes (inputs digest, job id -> digest of its inputs) when first asked for: the
+    # daemon records them every cycle, the simulator never reads them
+    digests_of: Callable[[], tuple[str, dict[str, str]]] | None = field(default=None, repr=False)
+    _digests: tuple[str, dict[str, str]] | None = field(default=None, repr=False)
+
+    def _computed(self) -> tuple[str, dict[str, str]]:
+        if self._digests is None:
+            self._digests = self.digests_of() if self.digests_of is not None else ("", {})
+        return self._digests
+
+    @property
+    def inputs_digest(self) -> str:
+        """Digest of the policy's inputs this cycle (state_digest)."""
+        return self._computed()[0]
+
+    @property
+    def job_digests(self) -> dict[str, str]:
+        """Job id -> digest of its inputs, for every planned update."""
+        return self._computed()[1]
 
 
 # ----------------------------------------------------------------------------- observe
@@ -147,14 +164,16 @@ def run_cycle(
                            nice_min_delta=config.nice_min_delta, nice_limit=config.nice_limit,
                            nice_quantum=config.nice_quantum, nice_scale=config.nice_scale,
                            nice_zero=config.nice_zero, capacity=capacity)
-    by_id = {p.job_id: p for p in state.pending} if planned else {}
+
+    def digests() -> tuple[str, dict[str, str]]:
+        by_id = {p.job_id: p for p in state.pending} if planned else {}
+        return state_digest(state, cache), {jid: job_digest(by_id[jid], cache)
+                                            for jid, _ in planned if jid in by_id}
+
     result = CycleResult(
         decisions=decisions, applied=[], skipped=skipped, errors=[], started=started,
-        duration_s=0.0, planned=planned, inputs_digest=state_digest(state, cache),
-        job_digests={jid: job_digest(by_id[jid], cache) for jid, _ in planned if jid in by_id},
-        pending_by_type=by_type, pending=len(state.pending),
-        running=len(state.running),
-        pending_ids=pending_ids,
+        duration_s=0.0, planned=planned, pending_by_type=by_type, pending=len(state.pending),
+        running=len(state.running), pending_ids=pending_ids, digests_of=digests,
     )
     requeues = plan_requeues(decisions, jobs, started, config, skipped, owned, capacity)
     if not config.dry_run:

@@ -182,11 +182,12 @@ def _kept_levels(order: Sequence[PendingJob], steps: Sequence[int], top: int, st
     while a < last:
         b = a + 1
         lo, hi, width = a, b, 1
-        if anchors[b][0] - anchors[a][0] > 1 or b == last:  # jobs to place between them
-            if not _roomy(anchors, lo, hi, last, MIN_SPACING):
-                # grow (doubling) until spread out it leaves room for the next arrivals too
-                while not _roomy(anchors, lo, hi, last, 2 * MIN_SPACING) and (lo > 0 or hi < last):
-                    lo, hi, width = max(0, lo - width), min(last, hi + width), width * 2
+        # jobs to place between them, without room: grow the window (doubling) until, spread
+        # out, it leaves room for the next arrivals too
+        if ((anchors[b][0] - anchors[a][0] > 1 or b == last)
+                and not _roomy(anchors, lo, hi, last, MIN_SPACING)):
+            while not _roomy(anchors, lo, hi, last, 2 * MIN_SPACING) and (lo > 0 or hi < last):
+                lo, hi, width = max(0, lo - width), min(last, hi + width), width * 2
         lv_lo, r_lo = anchors[lo][1], anchors[lo][2]
         lv_hi, r_hi = anchors[hi][1], anchors[hi][2]
         if hi == last:
