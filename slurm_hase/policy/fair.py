@@ -21,13 +21,21 @@ U_a (state.usage, from UsageLedger). Fair = U_a / w_a equal across active accoun
    would *complete* first (wait + runtime there) and reserves it, so later jobs see it. Jobs
    that start now (the first round: as many as the free GPUs hold) are placed by regret first
    (second-best completion - best): the job that loses most by not getting a fast type gets it
-   (Gavel's insight; largest r_jk / r_j* wins). Allowed types = the routed type plus types whose
-   predicted completion is within `tolerance` of it (0 = exactly the routed type).
+   (Gavel's insight; largest r_jk / r_j* wins). With `route_by_level` (default) they pick lowest
+   account level first (policy/levels.py: normalised service now / weighted max-min entitlement,
+   updated as each job is placed), by regret inside an account: the fast GPUs that free up go
+   to the least-served account's jobs, not to whichever account has the largest-regret job
+   (Gavel's heterogeneity-aware max-min, one placement at a time). Allowed types = the routed
+   type plus types whose predicted completion is within `tolerance` of it (0 = exactly the
+   routed type).
 4. Fairness bound theta. Final key = position_in_fair_order * (1 - theta * value_routed),
    value = r_jk / r_j* on the routed type: theta = 0 is strict fair order; theta = 1 lets
    efficient placements go first. A job at fair position p can only be overtaken by jobs at
    positions < p / (1 - theta), so over any prefix each account keeps >= (1 - theta) of its
    fair share of starts -- the U_a >= (1 - theta) fair_a bound, in start-order form.
+   Floor (`floor` > 0, off by default): before routing, jobs of accounts whose level is below
+   floor go to the front, lowest level first (levels.floor_first): an instantaneous guarantee on
+   top of the cumulative SFQ order, which otherwise defers accounts with long running jobs.
 5. Rotation (policy/rotate.py): running jobs that opted in to checkpoint/requeue may be
    requeued so that an under-served account's job starts now instead of when GPUs free up.
 6. Nice from the final order via nice_levels (distinct only where age order would disagree;
@@ -58,6 +66,7 @@ from slurm_hase.policy.common import (
     usable_types,
 )
 from slurm_hase.policy.hase import Timeline
+from slurm_hase.policy.levels import Levels, account_levels, floor_first, level
 from slurm_hase.policy.rotate import rotation
 from slurm_hase.policy.types import ClusterState, Decision, PendingJob, RunningJob
 
@@ -128,10 +137,12 @@ def _options(job: PendingJob, types: Sequence[str], tl: Timeline) -> list[Option
 
 
 def route_types(order: Sequence[PendingJob], types: Mapping[str, Sequence[str]],
-                state: ClusterState, tolerance: float) -> dict[str, tuple[str, ...]]:
+                state: ClusterState, tolerance: float,
+                levels: Levels | None = None) -> dict[str, tuple[str, ...]]:
     """Earliest-completion routing along `order` (module docstring, step 3).
 
-    Returns job_id -> allowed types, routed type first."""
+    `levels` (account service now, entitlement): the jobs that start now pick lowest account
+    level first; None = largest regret first. Returns job_id -> allowed types, routed first."""
     tl = Timeline(state.pools, state.running, state.now)
     free = sum(max(0, min(p.free_gpus, p.total_gpus)) for p in state.pools.values())
     first: list[PendingJob] = []
@@ -146,18 +157,42 @@ def route_types(order: Sequence[PendingJob], types: Mapping[str, Sequence[str]],
     for job in first:
         opts = _options(job, types[job.job_id], tl)
         regret[job.job_id] = opts[1][0] - opts[0][0] if len(opts) > 1 else 0.0
-    walk = sorted(first, key=lambda j: -regret[j.job_id]) + list(order[len(first):])
+    now = sorted(first, key=lambda j: -regret[j.job_id])
     routed: dict[str, tuple[str, ...]] = {}
-    for job in walk:
-        opts = _options(job, types[job.job_id], tl)
-        done, k, via_mps, start = opts[0]
-        if via_mps:
-            tl.reserve_mps(k, job.num_gpus * job.gpu_fraction)
-        else:
-            tl.reserve_whole(k, job.num_gpus, start, tl.now + done, job.gpu_fraction)
-        near = sorted(o[1] for o in opts[1:] if o[0] <= done * (1.0 + tolerance))
-        routed[job.job_id] = (k, *near)
+    if levels is None:
+        for job in now:
+            _place(job, types[job.job_id], tl, tolerance, routed)
+    else:  # lowest account level first (updated as jobs are placed), largest regret inside
+        held, ent = dict(levels[0]), levels[1]
+        by_acct: dict[str, list[PendingJob]] = defaultdict(list)
+        for job in reversed(now):
+            by_acct[job.account].append(job)  # pop() gives the largest regret
+        while by_acct:
+            acct = min(by_acct, key=lambda a: (level(held, ent, a),
+                                               -regret[by_acct[a][-1].job_id], a))
+            job = by_acct[acct].pop()
+            if not by_acct[acct]:
+                del by_acct[acct]
+            k = _place(job, types[job.job_id], tl, tolerance, routed)
+            best = min(job.runtime_s[t] for t in types[job.job_id])
+            held[acct] = held.get(acct, 0.0) + job.num_gpus * job.gpu_fraction * best / job.runtime_s[k]
+    for job in order[len(first):]:
+        _place(job, types[job.job_id], tl, tolerance, routed)
     return routed
+
+
+def _place(job: PendingJob, types: Sequence[str], tl: Timeline, tolerance: float,
+           routed: dict[str, tuple[str, ...]]) -> str:
+    """Route `job` to its earliest-completion type, reserve it on `tl`; returns the type."""
+    opts = _options(job, types, tl)
+    done, k, via_mps, start = opts[0]
+    if via_mps:
+        tl.reserve_mps(k, job.num_gpus * job.gpu_fraction)
+    else:
+        tl.reserve_whole(k, job.num_gpus, start, tl.now + done, job.gpu_fraction)
+    near = sorted(o[1] for o in opts[1:] if o[0] <= done * (1.0 + tolerance))
+    routed[job.job_id] = (k, *near)
+    return k
 
 
 def head_of(order: Sequence[PendingJob], state: ClusterState, horizon: float) -> list[PendingJob]:
@@ -203,6 +238,12 @@ class FairPolicy:
     # as long as 2 x restart_cost_s is left).
     yield_factor: float = 1.0
     restart_cost_s: float = 300.0
+    # Jobs that start now pick their GPU type lowest account level first (1) or largest regret
+    # first (0): module docstring, step 3.
+    route_by_level: float = 1.0
+    # Jobs of accounts below floor x their entitlement (normalised service now / weighted
+    # max-min GPUs capped by demand) go first, lowest level first (0 = off): step 4.
+    floor: float = 0.0
     # Per pending record: (record, usable types, values, best runtime), reused while the daemon
     # passes the very same record (an unchanged job) and the pools' sizes are unchanged.
     _memo: dict[str, tuple[PendingJob, list[str], dict[str, float], float]] = field(
@@ -226,6 +267,8 @@ class FairPolicy:
         self.migrate_margin = check_knob("migrate_margin", self.migrate_margin, 0.0, 1.0)
         self.restart_cost_s = check_knob("restart_cost_s", self.restart_cost_s, 0.0, 1e9)
         self.yield_factor = check_knob("yield_factor", self.yield_factor, 0.0, 1e6)
+        self.route_by_level = check_knob("route_by_level", self.route_by_level, 0.0, 1.0)
+        self.floor = check_knob("floor", self.floor, 0.0, 1.0)
 
     def decide(self, state: ClusterState) -> list[Decision]:
         """Nice for every schedulable job, type constraint for every untyped one."""
@@ -258,8 +301,13 @@ class FairPolicy:
             return []
         queues = account_queues(jobs, best_rt, state.now, self.age_tau_s)
         order = fair_order(queues, best_rt, state.shares, state.usage, state.running, state.now)
+        acct = (account_levels(state, jobs)
+                if self.route_by_level > 0 or self.floor > 0 else None)
+        if acct is not None and self.floor > 0:
+            order = floor_first(order, acct, self.floor)
         head = head_of(order, state, self.horizon)
-        routed = route_types(head, usable, state, self.tolerance)
+        routed = route_types(head, usable, state, self.tolerance,
+                             acct if self.route_by_level > 0 else None)
         keyed = sorted(
             ((p * (1.0 - self.theta * values[j.job_id][routed[j.job_id][0]]), p, j)
              for p, j in enumerate(head)), key=lambda t: (t[0], t[1]))
@@ -291,5 +339,5 @@ class FairPolicy:
                                   migrate_margin=self.migrate_margin,
                                   restart_cost_s=self.restart_cost_s,
                                   yield_factor=self.yield_factor,
-                                  max_restarts=int(self.max_restarts))
+                                  max_restarts=int(self.max_restarts), floor=self.floor)
         return only_changes(decisions, state.pending)

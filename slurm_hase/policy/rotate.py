@@ -8,16 +8,21 @@ their state, wait again and resume. This module picks them:
 1. Entitlement e_a = weighted max-min share of all managed GPUs over active accounts, capped by
    each account's demand (GPUs held + GPUs its pending jobs ask). What an account holds is
    counted as normalised service (GPUs x fraction x speed there / its best speed, as in
-   fair.py), so ten slow GPUs are not mistaken for ten fast ones.
+   fair.py), so ten slow GPUs are not mistaken for ten fast ones. An account's level is
+   held / e_a (the per-account term of the Jain index in bench/README.md).
 2. Walk the pending jobs in the order Slurm will try them (the fair order). A job that fits in
    free GPUs of its allowed types takes them (Slurm will start it). A job that does not fit may
    free GPUs on its first allowed type by requeueing jobs there that
    - opted in and have run at least ``min_run_s`` (each run keeps a useful quantum),
    - belong to another account that, without them, is still served at least as well relative
      to its share (held / e) as the waiting job's account will be with it: fairness never gets
-     worse, so an under-served account takes from over-served ones, never the reverse,
+     worse, so an under-served account takes from over-served ones, never the reverse; and
+     not below ``floor`` x e (fair.py would put its jobs first again: no ping-pong),
    - have more predicted time left than the pending job needs there (shortest remaining first:
-     a nearly finished job is never stopped for a longer one).
+     a nearly finished job is never stopped for a longer one);
+   or belong to the waiting job's own account, have ``srpt_factor`` x its runtime left and
+   free no more GPUs than it takes (reordering inside an account never hands the account's
+   GPUs to others: an 8-GPU job is not requeued for a 4-GPU one).
    The victims with the most time left go first, and only if they free enough GPUs.
 3. Migration (``migrate_margin`` > 0): GPUs of a type still idle after that walk, and that no
    unserved pending job may use, take opted-in jobs running on a slower type when the remaining
@@ -73,7 +78,7 @@ def rotation(state: ClusterState, order: Sequence[PendingJob],
              max_per_cycle: int, requeued_nice: int | None = None,
              srpt_factor: float = 0.0, migrate_margin: float = 0.0,
              restart_cost_s: float = 0.0, yield_factor: float = 1.0,
-             max_restarts: int = 1_000_000) -> list[Decision]:
+             max_restarts: int = 1_000_000, floor: float = 0.0) -> list[Decision]:
     """Requeue decisions for running jobs (module docstring); [] when nothing is worth it.
 
     `order`: pending jobs in the order Slurm will try them; `allowed`: job id -> the GPU types
@@ -122,11 +127,14 @@ def rotation(state: ClusterState, order: Sequence[PendingJob],
                 # its own much longer job: shortest-remaining-first inside the account
                 if srpt_factor <= 0 or remaining <= srpt_factor * left:
                     continue
+                if gain + v.num_gpus > need_gpus + _EPS:
+                    continue  # would free GPUs its own job does not take: the account loses
             else:
                 # fairness may only improve: the victim's account stays at least as well served
                 # (relative to its share) as the waiting account will be
                 e_b = max(ent.get(v.account, 0.0), _EPS)
-                if (held[v.account] - drop[v.account] - _service(v)) / e_b < after_a - _EPS:
+                level_b = (held[v.account] - drop[v.account] - _service(v)) / e_b
+                if level_b < max(after_a, floor) - _EPS:
                     continue
                 if remaining <= max(yield_factor * left, 2.0 * restart_cost_s):
                     continue

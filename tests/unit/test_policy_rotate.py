@@ -161,3 +161,30 @@ def test_a_job_requeued_max_restarts_times_is_left_to_finish() -> None:
                     max_restarts=3) == []
     out = rotation(st, pending, allowed(pending), min_run_s=0, max_per_cycle=8, max_restarts=4)
     assert [d.job_id for d in out] == ["3"]
+
+
+def test_srpt_inside_an_account_never_frees_more_gpus_than_its_job_takes() -> None:
+    # a's 4-GPU job has far more left than its pending 2-GPU job needs, but requeueing it
+    # would hand 2 of a's GPUs to other accounts: reordering inside a must keep a's service
+    big = [run("1", "a", 50_000, gpus=4)]
+    mine = [pend("9", "a", rt=1000, gpus=2)]
+    assert rotation(state(big, mine), mine, allowed(mine), min_run_s=0, max_per_cycle=8,
+                    srpt_factor=2.0) == []
+    two = [run("1", "a", 50_000, gpus=2), run("2", "a", 60_000, gpus=2)]
+    out = rotation(state(two, mine), mine, allowed(mine), min_run_s=0, max_per_cycle=8,
+                   srpt_factor=2.0)
+    assert [d.job_id for d in out] == ["2"]  # same GPUs back to a's shorter job
+
+
+def test_rotation_never_takes_an_account_below_the_floor() -> None:
+    # a holds 4 slow GPUs (speed 0.4: service 1.6 of entitlement 2, level 0.8); b waits with
+    # two 1-GPU jobs (entitlement 2). One requeue leaves a at 0.6 >= b's 0.5: allowed, unless
+    # the floor (0.7) guarantees a more.
+    slow = [RunningJob(str(i), "a", "u", "v100", 1, NOW - 7200, NOW + 9e3, relative_speed=0.4,
+                       preemptible=True) for i in range(4)]
+    pending = [pend("8", "b"), pend("9", "b")]
+    st = state(slow, pending)
+    assert entitlements(st, pending) == {"a": 2.0, "b": 2.0}
+    out = rotation(st, pending, allowed(pending), min_run_s=0, max_per_cycle=8)
+    assert len(out) == 1 and out[0].requeue
+    assert rotation(st, pending, allowed(pending), min_run_s=0, max_per_cycle=8, floor=0.7) == []

@@ -1,0 +1,58 @@
+"""Account levels: normalised service now / weighted max-min entitlement (the Jain index's terms).
+
+The level of account a is L_a = S_a / e_a, where S_a is the normalised service rate of its
+running jobs (GPUs x fraction x speed there / best speed, as in fair.py) and e_a its weighted
+max-min share of the managed GPUs capped by its demand (rotate.entitlements). Jain's index over
+accounts (bench/README.md, sim/metrics.py) is taken over exactly these values, so a policy that
+raises the lowest levels first is max-min fair in the index's own terms.
+
+fair.py uses levels twice: jobs that start now pick their GPU type lowest level first
+(`route_by_level`), and accounts below `floor` x e_a go first in the order (`floor_first`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+from slurm_hase.policy.rotate import entitlements
+from slurm_hase.policy.types import ClusterState, PendingJob
+
+Levels = tuple[dict[str, float], dict[str, float]]  # (service now S_a, entitlement e_a)
+
+
+def account_levels(state: ClusterState, pending: Sequence[PendingJob]) -> Levels:
+    """Each account's normalised service rate now and its entitlement (held + asked demand)."""
+    held: dict[str, float] = defaultdict(float)
+    for r in state.running:
+        held[r.account] += r.num_gpus * r.gpu_fraction * r.relative_speed
+    return dict(held), entitlements(state, pending)
+
+
+def level(held: Mapping[str, float], ent: Mapping[str, float], account: str) -> float:
+    """S_a / e_a (inf for an account with no entitlement: it is never under-served)."""
+    e = ent.get(account, 0.0)
+    return held.get(account, 0.0) / e if e > 0 else float("inf")
+
+
+def floor_first(order: Sequence[PendingJob], levels: Levels, floor: float) -> list[PendingJob]:
+    """`order` with the jobs that lift an account towards `floor` x its entitlement first.
+
+    Walking `order`, a job whose account is below the floor (counting the jobs already moved,
+    each at its best speed) moves to the front; the moved jobs go lowest level first (then in
+    `order`). floor = 0 returns `order` unchanged."""
+    if floor <= 0:
+        return list(order)
+    held = defaultdict(float, levels[0])
+    ent = levels[1]
+    front: list[tuple[float, int, PendingJob]] = []
+    rest: list[PendingJob] = []
+    for i, job in enumerate(order):
+        lv = level(held, ent, job.account)
+        if lv < floor - 1e-9:
+            front.append((lv, i, job))
+            held[job.account] += job.num_gpus * job.gpu_fraction
+        else:
+            rest.append(job)
+    front.sort(key=lambda t: (t[0], t[1]))
+    return [t[2] for t in front] + rest
