@@ -152,7 +152,8 @@ def _kept_levels(order: Sequence[PendingJob], steps: Sequence[int], top: int, st
     c_b - c_a >= R_b - R_a, i.e. d = c - R is non-decreasing over the kept jobs (a longest
     non-decreasing subsequence; c >= R + 1 and c + R_last - R <= top leave room for the jobs
     before and after). The others are placed between their kept neighbours; where that leaves
-    fewer than MIN_SPACING levels per step, the window grows over its neighbours (doubling)
+    fewer than MIN_SPACING levels per step (less where the queue is crowded), the window grows
+    over its neighbours (doubling)
     until it has room and is spread out evenly again, as order-maintenance lists do, so the
     next arrivals find free levels instead of renumbering the queue one job at a time.
     """
@@ -177,6 +178,12 @@ def _kept_levels(order: Sequence[PendingJob], steps: Sequence[int], top: int, st
     anchors = [(-1, 0, -head)] + [(i, order[i].nice // step, cum[i]) for i in kept]
     anchors.append((n, top, total))
     last = len(anchors) - 1
+    # Thresholds relative to the room there is on average: a crowded queue (fewer than
+    # 2 x MIN_SPACING levels per step overall) grows windows less, never to the whole queue
+    # for one arrival.
+    average = top / max(total + head, 1)
+    trigger = min(MIN_SPACING, average / 2)
+    target = min(2 * MIN_SPACING, 0.75 * average)
     out = [0] * n
     a = 0
     while a < last:
@@ -185,8 +192,8 @@ def _kept_levels(order: Sequence[PendingJob], steps: Sequence[int], top: int, st
         # jobs to place between them, without room: grow the window (doubling) until, spread
         # out, it leaves room for the next arrivals too
         if ((anchors[b][0] - anchors[a][0] > 1 or b == last)
-                and not _roomy(anchors, lo, hi, last, MIN_SPACING)):
-            while not _roomy(anchors, lo, hi, last, 2 * MIN_SPACING) and (lo > 0 or hi < last):
+                and not _roomy(anchors, lo, hi, last, trigger)):
+            while not _roomy(anchors, lo, hi, last, target) and (lo > 0 or hi < last):
                 lo, hi, width = max(0, lo - width), min(last, hi + width), width * 2
         lv_lo, r_lo = anchors[lo][1], anchors[lo][2]
         lv_hi, r_hi = anchors[hi][1], anchors[hi][2]
@@ -206,7 +213,7 @@ MIN_SPACING = 2  # levels per step a placement window needs (else it grows)
 
 
 def _roomy(anchors: Sequence[tuple[int, int, int]], lo: int, hi: int, last: int,
-           spacing: int) -> bool:
+           spacing: float) -> bool:
     m = anchors[hi][2] - anchors[lo][2]
     room = anchors[hi][1] - anchors[lo][1]
     return m <= 0 or room >= spacing * m or (lo == 0 and hi == last)

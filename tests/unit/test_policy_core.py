@@ -221,3 +221,16 @@ def test_nice_levels_keep_any_order_over_many_cycles() -> None:
                             pj(f"{cyc}-{k}", float(rng.randint(0, 80)), account=rng.choice("abcd")))
             for _ in range(rng.randint(0, 6)):
                 jobs.insert(rng.randrange(len(jobs)), jobs.pop(rng.randrange(len(jobs))))
+
+
+def test_nice_levels_in_a_crowded_queue_an_arrival_moves_few_jobs() -> None:
+    # 3,000 interleaved jobs on 4,000 levels (1.3 per step): no room to spread windows out,
+    # so an arrival moves only the jobs up to the nearest free level, never the whole queue
+    jobs = [pj(str(i), float(i), account="ab"[i % 2]) for i in range(3000)]
+    jobs = _renice(jobs, nice_levels(jobs, nice_max=40_000))
+    for k, pos in enumerate((1500, 10, 2990)):
+        jobs = jobs[:pos] + [pj(f"n{k}", 9000.0 + k, account="c")] + jobs[pos:]
+        levels = nice_levels(jobs, nice_max=40_000)
+        assert _slurm_order(jobs, levels) == [j.job_id for j in jobs]
+        assert sum(lv != j.nice for j, lv in zip(jobs, levels, strict=True)) <= 10
+        jobs = _renice(jobs, levels)
