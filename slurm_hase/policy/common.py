@@ -153,9 +153,9 @@ def _kept_levels(order: Sequence[PendingJob], steps: Sequence[int], top: int, st
     non-decreasing subsequence; c >= R + 1 and c + R_last - R <= top leave room for the jobs
     before and after). The others are placed between their kept neighbours; where that leaves
     fewer than MIN_SPACING levels per step (less where the queue is crowded), the window grows
-    over its neighbours (doubling)
-    until it has room and is spread out evenly again, as order-maintenance lists do, so the
-    next arrivals find free levels instead of renumbering the queue one job at a time.
+    over its neighbours (doubling) until it has room and is spread out evenly again, as
+    order-maintenance lists do, so the next arrivals find free levels instead of renumbering
+    the queue one job at a time.
     """
     n = len(order)
     cum = [0] * n
