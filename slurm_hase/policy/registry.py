@@ -22,7 +22,8 @@ PolicyFactory = Callable[..., Policy]
 POLICIES: Mapping[str, tuple[PolicyFactory, str]] = {
     "fifo": (FifoPolicy, "Slurm as is: multifactor priority + backfill, no changes"),
     "hase": (HasePolicy, "hardware-aware: constrain each job to the GPU type that finishes it first"),
-    "fair": (FairPolicy, "spatiotemporal fairness: nice by account deficit, fast GPUs to biggest gainers"),
+    "fair": (FairPolicy, "spatiotemporal fairness: nice by account deficit, fast GPUs to the "
+                         "least-served account's biggest gainers"),
     "gavel": (GavelPolicy, "Gavel heterogeneity-aware max-min fairness over effective throughput"),
 }
 
