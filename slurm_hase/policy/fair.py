@@ -339,5 +339,6 @@ class FairPolicy:
                                   migrate_margin=self.migrate_margin,
                                   restart_cost_s=self.restart_cost_s,
                                   yield_factor=self.yield_factor,
-                                  max_restarts=int(self.max_restarts), floor=self.floor)
+                                  max_restarts=int(self.max_restarts), floor=self.floor,
+                                  levels=acct)
         return only_changes(decisions, state.pending)

@@ -2,12 +2,13 @@
 
 The level of account a is L_a = S_a / e_a, where S_a is the normalised service rate of its
 running jobs (GPUs x fraction x speed there / best speed, as in fair.py) and e_a its weighted
-max-min share of the managed GPUs capped by its demand (rotate.entitlements). Jain's index over
+max-min share of the managed GPUs capped by its demand (`entitlements`). Jain's index over
 accounts (bench/README.md, sim/metrics.py) is taken over exactly these values, so a policy that
 raises the lowest levels first is max-min fair in the index's own terms.
 
 fair.py uses levels twice: jobs that start now pick their GPU type lowest level first
-(`route_by_level`), and accounts below `floor` x e_a go first in the order (`floor_first`).
+(`route_by_level`), and accounts below `floor` x e_a go first in the order (`floor_first`);
+rotate.py requeues only where levels stay fair.
 """
 
 from __future__ import annotations
@@ -15,17 +16,33 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
-from slurm_hase.policy.rotate import entitlements
-from slurm_hase.policy.types import ClusterState, PendingJob
+from slurm_hase.policy.common import water_fill
+from slurm_hase.policy.types import ClusterState, PendingJob, RunningJob
 
 Levels = tuple[dict[str, float], dict[str, float]]  # (service now S_a, entitlement e_a)
+
+
+def entitlements(state: ClusterState, pending: Sequence[PendingJob]) -> dict[str, float]:
+    """Weighted max-min GPUs per active account, capped by demand (held + asked)."""
+    demand: dict[str, float] = defaultdict(float)
+    for r in state.running:
+        demand[r.account] += r.num_gpus * r.gpu_fraction
+    for p in pending:
+        demand[p.account] += p.num_gpus * p.gpu_fraction
+    total = float(sum(p.total_gpus for p in state.pools.values()))
+    return water_fill(total, state.shares, demand)
+
+
+def service(r: RunningJob) -> float:
+    """Normalised service rate of a running job: GPUs x fraction x speed there / best speed."""
+    return r.num_gpus * r.gpu_fraction * r.relative_speed
 
 
 def account_levels(state: ClusterState, pending: Sequence[PendingJob]) -> Levels:
     """Each account's normalised service rate now and its entitlement (held + asked demand)."""
     held: dict[str, float] = defaultdict(float)
     for r in state.running:
-        held[r.account] += r.num_gpus * r.gpu_fraction * r.relative_speed
+        held[r.account] += service(r)
     return dict(held), entitlements(state, pending)
 
 

@@ -38,26 +38,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
-from slurm_hase.policy.common import water_fill
+from slurm_hase.policy.levels import Levels, account_levels, service
 from slurm_hase.policy.types import ClusterState, Decision, PendingJob, RunningJob
 
 _EPS = 1e-9
-
-
-def entitlements(state: ClusterState, pending: Sequence[PendingJob]) -> dict[str, float]:
-    """Weighted max-min GPUs per active account, capped by demand (held + asked)."""
-    demand: dict[str, float] = defaultdict(float)
-    for r in state.running:
-        demand[r.account] += r.num_gpus * r.gpu_fraction
-    for p in pending:
-        demand[p.account] += p.num_gpus * p.gpu_fraction
-    total = float(sum(p.total_gpus for p in state.pools.values()))
-    return water_fill(total, state.shares, demand)
-
-
-def _service(r: RunningJob) -> float:
-    """Normalised service rate of a running job: GPUs x fraction x speed there / best speed."""
-    return r.num_gpus * r.gpu_fraction * r.relative_speed
 
 
 def _victims(state: ClusterState, min_run_s: float,
@@ -78,22 +62,22 @@ def rotation(state: ClusterState, order: Sequence[PendingJob],
              max_per_cycle: int, requeued_nice: int | None = None,
              srpt_factor: float = 0.0, migrate_margin: float = 0.0,
              restart_cost_s: float = 0.0, yield_factor: float = 1.0,
-             max_restarts: int = 1_000_000, floor: float = 0.0) -> list[Decision]:
+             max_restarts: int = 1_000_000, floor: float = 0.0,
+             levels: Levels | None = None) -> list[Decision]:
     """Requeue decisions for running jobs (module docstring); [] when nothing is worth it.
 
     `order`: pending jobs in the order Slurm will try them; `allowed`: job id -> the GPU types
     it may use (the Features the policy gives it, best first). `requeued_nice`: the Nice a
-    requeued job gets (behind the current order) so Slurm does not restart it at once."""
+    requeued job gets (behind the current order) so Slurm does not restart it at once.
+    `levels`: account_levels(state, order) when the caller has it already."""
     if max_per_cycle <= 0:
         return []
     victims = _victims(state, min_run_s, max_restarts)
     if not victims:
         return []
     served: set[str] = set()
-    ent = entitlements(state, order)
-    held: dict[str, float] = defaultdict(float)  # normalised service rate now (fair.py)
-    for r in state.running:
-        held[r.account] += _service(r)
+    held_now, ent = levels if levels is not None else account_levels(state, order)
+    held = defaultdict(float, held_now)  # normalised service rate now (fair.py)
     free = {t: float(max(0, p.free_gpus)) for t, p in state.pools.items()}
     out: list[Decision] = []
     taken: set[str] = set()
@@ -133,13 +117,13 @@ def rotation(state: ClusterState, order: Sequence[PendingJob],
                 # fairness may only improve: the victim's account stays at least as well served
                 # (relative to its share) as the waiting account will be
                 e_b = max(ent.get(v.account, 0.0), _EPS)
-                level_b = (held[v.account] - drop[v.account] - _service(v)) / e_b
+                level_b = (held[v.account] - drop[v.account] - service(v)) / e_b
                 if level_b < max(after_a, floor) - _EPS:
                     continue
                 if remaining <= max(yield_factor * left, 2.0 * restart_cost_s):
                     continue
             picks.append(v)
-            drop[v.account] += _service(v)
+            drop[v.account] += service(v)
             gain += v.num_gpus
         if gain + _EPS < need_gpus or not picks:
             continue
@@ -147,7 +131,7 @@ def rotation(state: ClusterState, order: Sequence[PendingJob],
             break
         for v in picks:
             taken.add(v.job_id)
-            held[v.account] -= _service(v)
+            held[v.account] -= service(v)
             out.append(Decision(v.job_id, requeue=True, nice=requeued_nice,
                                 reason=f"rotate: {k} GPUs for job {job.job_id} of {job.account}"))
         free[k] = gain - need_gpus

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from slurm_hase.policy.fair import FairPolicy
-from slurm_hase.policy.rotate import entitlements, rotation
+from slurm_hase.policy.levels import entitlements
+from slurm_hase.policy.rotate import rotation
 from slurm_hase.policy.types import ClusterState, GpuPool, PendingJob, RunningJob
 
 NOW = 10_000.0
