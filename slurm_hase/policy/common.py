@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import accumulate
 
 from slurm_hase.errors import PolicyError
 from slurm_hase.policy.types import Decision, GpuPool, PendingJob
@@ -90,9 +91,8 @@ def check_knob(name: str, value: float, lo: float, hi: float) -> float:
 
 
 NICE_STEP = 10  # nice distance between consecutive levels
-
-
 NICE_GAP = 16  # levels between consecutive new levels where there is room (room for inserts)
+MIN_SPACING = 2  # levels per step a placement window needs (else it grows)
 
 
 def nice_levels(order: Sequence[PendingJob], step: int = NICE_STEP,
@@ -158,12 +158,8 @@ def _kept_levels(order: Sequence[PendingJob], steps: Sequence[int], top: int, st
     the queue one job at a time.
     """
     n = len(order)
-    cum = [0] * n
-    need = 0
-    for i in range(n):
-        need += steps[i]
-        cum[i] = need
-    total = need
+    cum = list(accumulate(steps))  # R_j
+    total = cum[-1] if cum else 0
     head = 1 if total < top else 0  # the first job above level 0: room in front of it
     cand: list[tuple[int, int]] = []  # (d, index) of jobs whose current nice is a level
     for i, job in enumerate(order):
@@ -207,9 +203,6 @@ def _kept_levels(order: Sequence[PendingJob], steps: Sequence[int], top: int, st
             anchors[k] = (idx, out[idx], cum[idx])
         a = hi
     return out
-
-
-MIN_SPACING = 2  # levels per step a placement window needs (else it grows)
 
 
 def _roomy(anchors: Sequence[tuple[int, int, int]], lo: int, hi: int, last: int,
