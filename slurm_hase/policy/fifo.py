@@ -16,6 +16,9 @@ class FifoPolicy:
 
     name: str = field(default="fifo", init=False)
     summary: str = field(default="no changes: Slurm multifactor priority + backfill as configured", init=False)
+    # Decides nothing whatever the state: a caller that only acts on decisions (the
+    # simulator) may skip building the state for it (policy.types.is_passive).
+    passive: bool = field(default=True, init=False)
 
     def decide(self, state: ClusterState) -> list[Decision]:
         """Always the empty list."""

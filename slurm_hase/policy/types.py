@@ -100,3 +100,9 @@ class Policy(Protocol):
     summary: str
 
     def decide(self, state: ClusterState) -> list[Decision]: ...
+
+
+def is_passive(policy: Policy) -> bool:
+    """True for a policy that returns no decision for any state (FifoPolicy): running its cycle
+    changes nothing, so a caller may skip it. Policies say so with `passive = True`."""
+    return bool(getattr(policy, "passive", False))

@@ -113,9 +113,24 @@ def test_every_policy_runs_through_the_daemon_cycle(policy: str, table: Throughp
     res = simulate(jobs, spec, table, SimConfig(policy=policy, interval_s=300))
     m = compute(res)
     assert m["jobs"] == len(jobs) and m["unfinished"] == 0
-    assert res.cycles > 0
-    if policy != "fifo":
+    if policy == "fifo":
+        assert res.cycles == 0  # passive: Slurm alone, as without the daemon
+    else:
+        assert res.cycles > 0
         assert res.updates > 0  # the policy's decisions reached SimSlurm through run_cycle
+
+
+def test_skipping_the_passive_fifo_cycle_changes_no_result(table: ThroughputTable,
+                                                          fixtures_dir: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    jobs = _gavel_jobs(fixtures_dir, table, 1)
+    spec = uniform_cluster({"k80": 4, "p100": 4, "v100": 4})
+    skipped = simulate(jobs, spec, table, SimConfig(policy="fifo", interval_s=120))
+    monkeypatch.setattr("slurm_hase.sim.engine.is_passive", lambda policy: False)
+    cycled = simulate(jobs, spec, table, SimConfig(policy="fifo", interval_s=120))
+    assert skipped.cycles == 0 and cycled.cycles > 0
+    assert ([(j.trace.job_id, j.gpu_type, j.start, j.end) for j in skipped.jobs]
+            == [(j.trace.job_id, j.gpu_type, j.start, j.end) for j in cycled.jobs])
 
 
 def test_same_seed_same_numbers(table: ThroughputTable, fixtures_dir: Path) -> None:

@@ -1,0 +1,125 @@
+"""Where the predictor's random-split error sits, and how much of it an identity model can remove.
+
+Run: ``.venv/bin/python bench/predictor_noise.py`` from the repo root (about 5 s; no ../shared
+needed). Prints, on the shipped training data and the bench's random 5-fold split (seed 0):
+
+- our model's MAPE and share of the total error per data source and per Gavel GPU type;
+- beside it, on Gavel's co-located rows, an *identity* model that knows every workload by name:
+  log t = e[workload, GPU] + s[workload, GPU] + p[co-runner, GPU] (ridge least squares on the
+  training folds; exclusive rows fit e alone). It is not shippable (it cannot score a workload
+  it has not seen) but it bounds what per-workload and per-co-runner levels can explain;
+- the co-located Gavel entries whose throughput equals the isolated one exactly.
+
+It is evidence for docs/predictor.md ("Noise in the data"), not a target.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from slurm_hase.predict.dataset import Measurement, read_csv  # noqa: E402
+from slurm_hase.predict.evaluate import folds, predict_rows  # noqa: E402
+from slurm_hase.predict.train import NUM_ROUNDS, train  # noqa: E402
+
+SHIPPED_CSV = REPO / "slurm_hase" / "data" / "train_shipped.csv"
+Key = tuple[object, ...]
+
+
+def _workload(m: Measurement) -> Key:
+    d = m.desc
+    return (m.model, d.batch_size, d.num_gpus, d.precision, d.mode)
+
+
+def _terms(m: Measurement) -> list[Key]:
+    terms: list[Key] = [("e", _workload(m), m.gpu)]
+    if m.desc.corunner_gflops:
+        terms += [("s", _workload(m), m.gpu), ("p", tuple(sorted(m.desc.corunner_gflops)), m.gpu)]
+    return terms
+
+
+def identity_fit(rows: Sequence[Measurement], ridge: float = 1e-3) -> dict[Key, float]:
+    """Ridge least squares of log time on one-hot workload / co-runner terms (module doc)."""
+    cols: dict[Key, int] = {}
+    terms = [[cols.setdefault(k, len(cols)) for k in _terms(m)] for m in rows]
+    a = np.zeros((len(rows), len(cols)))
+    for r, cs in enumerate(terms):
+        a[r, cs] = 1.0
+    b = np.log([m.iter_time_s for m in rows])
+    x = np.linalg.solve(a.T @ a + ridge * np.eye(len(cols)), a.T @ b)
+    return {k: float(x[i]) for k, i in cols.items()}
+
+
+def identity_predict(coef: dict[Key, float], m: Measurement) -> float:
+    """exp of the fitted terms; nan when a term was never seen in training."""
+    terms = _terms(m)
+    if any(k not in coef for k in terms):
+        return math.nan
+    return math.exp(sum(coef[k] for k in terms))
+
+
+def clipped_entries(rows: Sequence[Measurement]) -> dict[str, int]:
+    """Per GPU: Gavel co-located rows whose time equals the same workload's exclusive time."""
+    excl = {(m.gpu, _workload(m)): m.iter_time_s for m in rows
+            if m.source.startswith("gavel") and not m.desc.corunner_gflops}
+    out: dict[str, int] = defaultdict(int)
+    for m in rows:
+        if m.source.startswith("gavel") and m.desc.corunner_gflops:
+            e = excl.get((m.gpu, _workload(m)))
+            if e is not None and abs(e - m.iter_time_s) <= 1e-9 * e:
+                out[m.gpu] += 1
+    return dict(out)
+
+
+def main() -> None:
+    rows = read_csv(SHIPPED_CSV)
+    n = len(rows)
+    ours = np.full(n, math.nan)
+    ident = np.full(n, math.nan)
+    gavel = [i for i, m in enumerate(rows) if m.source.startswith("gavel")]
+    gavel_set = set(gavel)
+    for test in folds(rows, "random", seed=0):
+        held = set(test)
+        train_rows = [m for i, m in enumerate(rows) if i not in held]
+        model = train(train_rows, rounds=NUM_ROUNDS, with_p90=False)
+        ours[test] = predict_rows(model, [rows[i] for i in test])
+        coef = identity_fit([rows[i] for i in range(n) if i not in held and i in gavel_set])
+        for i in test:
+            if i in gavel_set:
+                ident[i] = identity_predict(coef, rows[i])
+    truth = np.asarray([m.iter_time_s for m in rows])
+    err = np.abs(ours - truth) / truth
+    ierr = np.abs(ident - truth) / truth
+    total = float(err.sum())
+    print(f"random 5-fold split, {n} rows: our MAPE {100 * err.mean():.1f}%\n")
+    print(f"{'rows':38s} {'n':>5s} {'ours':>7s} {'share':>6s} {'identity':>9s}")
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, m in enumerate(rows):
+        src = m.source.split(":")[0] or "site"
+        if src == "gavel":
+            kind = "co-located" if m.desc.corunner_gflops else "exclusive"
+            groups[f"gavel {m.gpu} {kind}"].append(i)
+        else:
+            groups[src].append(i)
+    for name in sorted(groups):
+        idx = np.asarray(groups[name])
+        known = idx[~np.isnan(ident[idx])]
+        ident_txt = (f"{100 * ierr[known].mean():8.1f}%"
+                     if name.startswith("gavel") and name.endswith("co-located") and len(known)
+                     else f"{'-':>9s}")
+        print(f"{name:38s} {len(idx):5d} {100 * err[idx].mean():6.1f}% "
+              f"{err[idx].sum() / total:6.2f} {ident_txt}")
+    print("\nGavel co-located entries equal to the isolated time exactly:", clipped_entries(rows))
+
+
+if __name__ == "__main__":
+    main()
