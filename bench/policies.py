@@ -56,6 +56,9 @@ POLICIES: list[tuple[str, str, dict[str, float], dict[str, float], float, float,
     ("fair-0.2+ckpt", "fair", {"theta": 0.2}, {}, 1.0, SLACK, WEEK),
     # the daemon's usage half-life (half_life_s) at 1 day instead of 7: see bench/README.md
     ("fair-0.2+ckpt-hl1d", "fair", {"theta": 0.2}, {}, 1.0, SLACK, DAY),
+    # idle fill (off by default): opted-in jobs of accounts below half their entitlement that
+    # would wait >= 2 h start now on idle slow GPUs and migrate later (policy/route.py)
+    ("fair-0.2+ckpt-fill", "fair", {"theta": 0.2, "idle_fill": 0.5}, {}, 1.0, SLACK, WEEK),
 ]
 COLUMNS = ["scenario", "seed", "policy", "jobs", "avg_jct_s", "p99_jct_s", "avg_wait_s",
            "makespan_s", "rho_p99", "rho_max", "rho_gt1_share", "jain_accounts", "requeues",
@@ -126,7 +129,9 @@ def _ratios(rows: list[dict[str, Any]], scenario: str) -> list[str]:
               ("fair + checkpoint/requeue, every job opts in", lambda k: k == "fair-0.2+ckpt"),
               ("fair + checkpoint/requeue, half the jobs opt in", lambda k: k == "fair-0.2+ckpt50"),
               ("fair + checkpoint/requeue, every job opts in, daemon's usage half-life 1 day",
-               lambda k: k == "fair-0.2+ckpt-hl1d"))
+               lambda k: k == "fair-0.2+ckpt-hl1d"),
+              ("fair + checkpoint/requeue, every job opts in, idle fill 0.5",
+               lambda k: k == "fair-0.2+ckpt-fill"))
     for title, pick in groups:
         vals: dict[str, list[float]] = {"base": [], "gavel": [], "rho": [], "grho": [],
                                         "jain": [], "hjain": []}

@@ -223,7 +223,7 @@ def _build_state(
                 key = pe[0]  # the backend handed back the very same (immutable) Job
             else:
                 key = (job.account, job.user, sub, now if sub is None else None, gpu, job.nice,
-                       job.features)
+                       job.features, job.requeue)
             if pe is not None and pe[0] == key:
                 est = estimate(job, types)  # the same gpu asked before: num > 0
                 if est is None:
@@ -251,6 +251,7 @@ def _build_state(
                 mps_slowdown=dict(est.mps_slowdown), pinned_type=pinned,
                 nice=(job.nice if scale == 1 else round(job.nice / scale)) + zero,
                 features=job.features, memory_gb=est.memory_gb,
+                preemptible=bool(est.checkpoint and job.requeue),
             )
             pending.append(pj)
             new_p[job.job_id] = (key, est, types, pj, job)
@@ -346,7 +347,7 @@ def state_digest(state: ClusterState, cache: StateCache | None = None) -> str:
 def _pending_key(p: PendingJob) -> tuple[object, ...]:
     return (p.job_id, p.account, p.user, p.submit_time, p.num_gpus, tuple(p.runtime_s.items()),
             p.gpu_fraction, tuple(p.mps_slowdown.items()), p.pinned_type, p.nice, p.features,
-            p.memory_gb)
+            p.memory_gb, p.preemptible)
 
 
 def job_digest(p: PendingJob, cache: StateCache | None = None) -> str:

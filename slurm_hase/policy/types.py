@@ -42,6 +42,8 @@ class PendingJob:
     nice: int = 0  # current Nice in policy units: Slurm's / nice_scale + nice_zero (daemon)
     features: str = ""  # constraint currently on the job
     memory_gb: float = 0.0  # GPU memory the job needs per GPU (0 = unknown)
+    # It opted in to checkpoint + requeue (descriptor checkpoint=yes and Slurm may requeue it)
+    preemptible: bool = False
 
 
 @dataclass(frozen=True)

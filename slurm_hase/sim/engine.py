@@ -206,9 +206,15 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
         if not math.isfinite(t):
             break  # pending jobs that can never start (no node satisfies them)
         t = max(t, clock.t)  # timers idle while the queue was empty fire once, now
-        if t >= next_sample:  # the state since the previous event is still the current one
-            samples.append(_sample(sim, clock.t))
-            next_sample = _advance(next_sample, t, config.sample_s)
+        if t >= next_sample:
+            # the state since the previous event holds at every grid point up to t: one sample
+            # per point, so that averages over samples are averages over time (a quiet stretch
+            # of hours counts as many samples as a busy one, not as one)
+            snap = _sample(sim, clock.t)
+            step = config.sample_s
+            points = math.floor((t - next_sample) / step) + 1 if step > 0 else 1
+            samples.extend(replace(snap, t=next_sample + k * step) for k in range(points))
+            next_sample = _advance(next_sample, t, step)
         clock.t = sim.now = t
         sim.finish_until(t)
         while i < n and order[i].submit_s <= t:

@@ -214,3 +214,16 @@ def test_hsbatch_submission_constrains_to_fast_types_and_marks_it(table: Through
     # the daemon may widen hsbatch's constraint (it is marked as ours)
     res = simulate([_job(3, 0)], spec, table, SimConfig(policy="fair", hsbatch_slack=0.5))
     assert res.jobs[0].gpu_type in want
+
+
+def test_samples_lie_on_a_uniform_grid_through_quiet_stretches(table: ThroughputTable) -> None:
+    # one 10-hour job alone: no event for hours, yet every 600 s grid point gets a sample, so
+    # averages over samples (Jain over time) are averages over time
+    spec = uniform_cluster({"v100": 4})
+    res = simulate([_job(1, 0.0, dur=36000.0), _job(2, 60.0, dur=600.0, acct="b")], spec, table,
+                   SimConfig(policy="fifo", sample_s=600.0))
+    times = [s.t for s in res.samples[:-1]]  # the last one is the final state
+    assert times == [600.0 * k for k in range(len(times))]
+    end = max(j.end for j in res.jobs)
+    assert len(times) == int(end // 600.0) + 1
+    assert all(s.running == 1 for s in res.samples[2:-1])  # the quiet stretch, sampled as it was

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from slurm_hase.policy.common import water_fill
-from slurm_hase.sim.metrics import isolated_runtime, jain
+from slurm_hase.sim.engine import Sample
+from slurm_hase.sim.metrics import isolated_runtime, jain, jain_over_time
 
 
 def test_water_fill_caps_demand_and_splits_rest_by_weight() -> None:
@@ -26,3 +27,15 @@ def test_isolated_runtime_uses_fast_types_first() -> None:
     assert isolated_runtime(rt, 1, 1.0, cap) == pytest.approx(100.0)
     # N=40: 1/4 of a GPU's time on v100 and 1/4 on k80 -> rate 0.25/100 + 0.25/400
     assert isolated_runtime(rt, 1, 40.0, cap) == pytest.approx(1 / (0.25 / 100 + 0.25 / 400))
+
+
+def test_jain_over_time_counts_only_contended_samples() -> None:
+    # a: 4 GPUs at full speed; b holds 1 GPU but asks for 4 (pending) -> unfair while contended
+    unfair = Sample(0.0, 1, 2, {}, {"a": (4.0, 4.0), "b": (1.0, 4.0)})
+    # nothing pending: each account holds all it asks for, at half speed for b
+    calm = Sample(600.0, 0, 2, {}, {"a": (4.0, 4.0), "b": (0.5, 1.0)})
+    shares = {"a": 1.0, "b": 1.0}
+    contended = jain_over_time([unfair], 8.0, shares)
+    assert contended == pytest.approx(jain([4.0 / 4.0, 1.0 / 4.0]))
+    assert jain_over_time([unfair, calm, calm, calm], 8.0, shares) == pytest.approx(contended)
+    assert jain_over_time([calm], 8.0, shares) == 1.0  # no contended sample: nothing to judge
