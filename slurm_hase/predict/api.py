@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 from slurm_hase.errors import PredictorError
 from slurm_hase.predict import features as F
 from slurm_hase.predict.catalog import DATA_DIR, GpuSpec, resolve_gpu
+from slurm_hase.predict.completion import Completion, column_key, corunner_key, workload_key
 from slurm_hase.predict.descriptor import WorkloadDescriptor
+from slurm_hase.predict.features import matrix_of
 from slurm_hase.predict.forest import (
     Tree,
     pack_trees,
@@ -27,19 +29,17 @@ from slurm_hase.predict.forest import (
     trees_from_lists,
     unpack_trees,
 )
+from slurm_hase.predict.keys import LEVELS, knowledge_level, model_key
 
 if TYPE_CHECKING:
     import numpy as np
 
 MODEL_FORMAT = "slurm-hase-predictor"
-MODEL_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # 1: trees as JSON number lists (slower to load)
+MODEL_VERSION = 3
+# 1: trees as JSON number lists (slower to load); 2: no completion section
+READABLE_VERSIONS = (1, 2, 3)
 DEFAULT_MODEL = "predictor.json"
 MAX_MODEL_BYTES = 64 * 1024 * 1024
-# What the training data knew about a (workload, GPU type) query, coarsest first. The P50 is scaled
-# by a factor fitted per level (see ``train.calibrate``).
-LEVELS: tuple[str, ...] = ("seen", "pair", "pair-few", "gpu", "model")
-PAIR_FEW_GPUS = 4
 # "p50_unseen": a strongly regularised P50 used for models absent from the training data (optional).
 BOOSTERS: tuple[str, ...] = ("p50", "p90", "p50_unseen")  # a model measured on fewer GPU types than this is "pair-few" on a new one
 
@@ -65,7 +65,10 @@ class Predictor:
     # GPU types each model of the training data was measured on (model key -> GPU keys).
     factors: dict[str, float] = field(default_factory=dict)
     known: dict[str, list[str]] = field(default_factory=dict)
+    # Collaborative-filtering completion of known workloads, blended into the P50 (``completion``).
+    completion: Completion | None = None
     _known_gpus: frozenset[str] = field(default=frozenset(), repr=False)
+    _cf_models: frozenset[str] = field(default=frozenset(), repr=False)  # model keys the completion knows
     _trees: dict[str, list[Tree]] = field(default_factory=dict, repr=False)
     _bulk: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -83,6 +86,8 @@ class Predictor:
             if lv not in LEVELS or not (isinstance(f, (int, float)) and math.isfinite(f) and 0.0 < f <= 10.0):
                 raise PredictorError(f"model file: bad calibration factor {lv}={f!r}")
         self._known_gpus = frozenset(g for gs in self.known.values() for g in gs)
+        if self.completion is not None:
+            self._cf_models = frozenset(k.partition("|")[0] for k in self.completion.rows)
 
     # ---- calibration ----------------------------------------------------------------------
     def level(self, model_key: str, gpu_key: str) -> str:
@@ -99,15 +104,52 @@ class Predictor:
             return 1.0
         return float(self.factors.get(self.level(model_key, gpu_key), 1.0))
 
+    # ---- completion -----------------------------------------------------------------------
+    def cf_row(self, desc: WorkloadDescriptor, mkey: str) -> str | None:
+        """The completion's row key of a workload, or None when the completion does not know it."""
+        if self.completion is None or mkey not in self._cf_models:
+            return None
+        from slurm_hase.predict.models import fill
+
+        key = workload_key(mkey, desc, desc.batch_size or fill(desc).batch_size)
+        return key if key in self.completion.rows else None
+
+    def cf_shift(self, wkey: str | None, corunners: str, mkey: str, gpu_key: str, s50: float) -> float:
+        """What the completion adds to the trees' log P50 (``s50``) for this query (0 without support):
+        ``w * clip(completion - s50)``, w the blend weight of the query's knowledge level and row
+        density (``Completion.shift``)."""
+        comp = self.completion
+        if comp is None or wkey is None:
+            return 0.0
+        return comp.shift(wkey, column_key(gpu_key, corunners), self.level(mkey, gpu_key), s50)
+
+    def cf_shifts(
+        self, wkeys: Sequence[str | None], corunners: Sequence[str], mkeys: Sequence[str],
+        gpu_keys: Sequence[str], s50: np.ndarray[Any, Any],
+    ) -> np.ndarray[Any, Any]:
+        """``cf_shift`` for every (row, GPU type) of a [n, k] matrix of tree scores."""
+        import numpy as np
+
+        out = np.zeros(s50.shape)
+        if self.completion is None:
+            return out
+        for i, wk in enumerate(wkeys):
+            if wk is not None:
+                out[i] = [self.cf_shift(wk, corunners[i], mkeys[i], g, float(s50[i, j]))
+                          for j, g in enumerate(gpu_keys)]
+        return out
+
     # ---- single predictions (pure Python) -------------------------------------------------
     def predict(self, desc: WorkloadDescriptor, gpu_types: Sequence[str]) -> dict[str, Prediction]:
         """P50/P90 iteration time (and runtime if ``desc.iterations``) per GPU type."""
         out: dict[str, Prediction] = {}
         job = F.job_vector(desc)
         mkey = model_key(desc)
+        wkey = self.cf_row(desc, mkey)
+        cf = (wkey, corunner_key(desc.corunner_gflops), mkey) if wkey is not None else None
         for name in gpu_types:
             spec = resolve_gpu(name)
-            p50, p90 = self._one(job, spec, desc.precision, self.unseen(mkey))
+            p50, p90 = self._one(job, spec, desc.precision, self.unseen(mkey), cf)
             p50 *= self.factor(mkey, spec.key)
             it = desc.iterations
             out[name] = Prediction(
@@ -119,11 +161,18 @@ class Predictor:
             )
         return out
 
-    def _one(self, job: list[float], spec: GpuSpec, precision: str, unseen: bool = False) -> tuple[float, float]:
+    def _one(
+        self, job: list[float], spec: GpuSpec, precision: str, unseen: bool = False,
+        cf: tuple[str | None, str, str] | None = None,
+    ) -> tuple[float, float]:
+        """(P50, P90) of one job row; ``cf``: (workload key, co-runner key, model key) to blend in the
+        completion (the P90 moves with the P50)."""
         gpu = F.gpu_vector(spec, precision)
         c, w = F.cross(job, gpu, precision)
         x = [*job, *gpu, c, w]
         s50 = predict_one(self._trees["p50_unseen" if unseen else "p50"], x)
+        if cf is not None:
+            s50 += self.cf_shift(cf[0], cf[1], cf[2], spec.key, s50)
         p50 = math.exp(c + s50)
         p90 = math.exp(c + s50 + predict_one(self._trees["p90"], x))
         return p50, max(p50, p90)
@@ -138,9 +187,18 @@ class Predictor:
 
         spec = resolve_gpu(gpu_type)
         co = tuple(fill(c).gflops for c in corunners)
-        unseen = self.unseen(model_key(desc))
-        alone = self._one(F.job_vector(desc.with_corunners(())), spec, desc.precision, unseen)[0]
-        shared = self._one(F.job_vector(desc.with_corunners(co)), spec, desc.precision, unseen)[0]
+        mkey = model_key(desc)
+        unseen = self.unseen(mkey)
+        # the completion only when it knows both the exclusive and the shared entry (one estimator
+        # for the ratio)
+        wkey = self.cf_row(desc, mkey)
+        cf_alone = cf_shared = None
+        if wkey is not None and self.completion is not None and all(
+            column_key(spec.key, k) in self.completion.cols for k in ("", corunner_key(co))
+        ):
+            cf_alone, cf_shared = (wkey, "", mkey), (wkey, corunner_key(co), mkey)
+        alone = self._one(F.job_vector(desc.with_corunners(())), spec, desc.precision, unseen, cf_alone)[0]
+        shared = self._one(F.job_vector(desc.with_corunners(co)), spec, desc.precision, unseen, cf_shared)[0]
         return max(1.0, shared / alone)
 
     # ---- bulk predictions (numpy / LightGBM) ----------------------------------------------
@@ -162,14 +220,29 @@ class Predictor:
         n, k = len(descs), len(specs)
         if n == 0 or k == 0:
             return np.zeros((n, k))
-        uniq: dict[tuple[tuple[float, ...], str, str], int] = {}
-        inverse = [uniq.setdefault((tuple(F.job_vector(d)), d.precision, model_key(d)), len(uniq))
-                   for d in descs]
-        x, base = _matrix([(j, p) for j, p, _m in uniq], specs)
-        new = np.repeat(np.asarray([self.unseen(m) for _j, _p, m in uniq], dtype=bool), k)
-        times = np.exp(base + self.raw_scores(x, q, new)).reshape(len(uniq), k)
+        uniq: dict[tuple[tuple[float, ...], str, str, tuple[float, ...]], int] = {}
+        first: list[WorkloadDescriptor] = []
+        inverse: list[int] = []
+        for d in descs:
+            key = (tuple(F.job_vector(d)), d.precision, model_key(d), d.corunner_gflops)
+            if key not in uniq:
+                uniq[key] = len(uniq)
+                first.append(d)
+            inverse.append(uniq[key])
+        mkeys = [m for _j, _p, m, _c in uniq]
+        x, base = matrix_of([(j, p) for j, p, _m, _c in uniq], specs)
+        new = np.repeat(np.asarray([self.unseen(m) for m in mkeys], dtype=bool), k)
+        scores = self.raw_scores(x, "p50", new)
+        if self.completion is not None:
+            gkeys = [s.key for s in specs]
+            wkeys = [self.cf_row(d, m) for d, m in zip(first, mkeys, strict=True)]
+            scores = scores + self.cf_shifts(wkeys, [corunner_key(d.corunner_gflops) for d in first], mkeys,
+                                             gkeys, scores.reshape(len(uniq), k)).reshape(-1)
+        if q == "p90":
+            scores = scores + self._raw(x, "p90")
+        times = np.exp(base + scores).reshape(len(uniq), k)
         if q == "p50" and self.factors:
-            times *= self._factor_matrix([m for _j, _p, m in uniq], [s.key for s in specs])
+            times *= self._factor_matrix(mkeys, [s.key for s in specs])
         return np.asarray(times[np.asarray(inverse, dtype=np.int64)])
 
     def _factor_matrix(self, model_keys: Sequence[str], gpu_keys: Sequence[str]) -> np.ndarray[Any, Any]:
@@ -229,6 +302,8 @@ class Predictor:
                "meta": self.meta, "boosters": self.boosters,
                "calibration": {"factors": self.factors, "known": self.known},
                "trees": {q: pack_trees(ts) for q, ts in self._trees.items()}}
+        if self.completion is not None:
+            doc["completion"] = self.completion.as_dict()
         return json.dumps(doc, separators=(",", ":"))
 
     def save(self, path: str | Path) -> None:
@@ -237,67 +312,6 @@ class Predictor:
         tmp = p.with_name(p.name + ".tmp")
         tmp.write_text(self.to_json())
         tmp.replace(p)
-
-
-def knowledge_level(
-    known: Mapping[str, Sequence[str]], all_gpus: Collection[str], model_key: str, gpu_key: str
-) -> str:
-    """"model": the model was never measured; "gpu": the GPU type never was; "pair"/"pair-few":
-    both were, not together (the model on at least / fewer than PAIR_FEW_GPUS GPU types);
-    "seen": the model was measured on this GPU type (maybe at another batch size)."""
-    gpus = known.get(model_key)
-    if not gpus:
-        return "model"
-    if gpu_key not in all_gpus:
-        return "gpu"
-    if gpu_key not in gpus:
-        return "pair" if len(gpus) >= PAIR_FEW_GPUS else "pair-few"
-    return "seen"
-
-
-def model_key(desc: WorkloadDescriptor) -> str:
-    """The model identity used for calibration: the model table's name when the name resolves,
-    the lower-cased name otherwise, or a GFLOPs tag for an anonymous workload (as
-    ``Measurement.model``)."""
-    if desc.model:
-        return _named_key(desc.model)
-    return f"gflops={desc.gflops_per_iter:.4g}" if desc.gflops_per_iter else "unknown"
-
-
-@lru_cache(maxsize=4096)
-def _named_key(name: str) -> str:
-    from slurm_hase.predict.models import lookup_model
-
-    info = lookup_model(name)
-    return info.name if info is not None else name.strip().lower()
-
-
-def feature_matrix(
-    descs: Sequence[WorkloadDescriptor], specs: Sequence[GpuSpec]
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """Rows for every (desc, gpu) pair, desc-major; and the base (log roofline seconds)."""
-    return _matrix([(tuple(F.job_vector(d)), d.precision) for d in descs], specs)
-
-
-def _matrix(
-    jobs_prec: Sequence[tuple[tuple[float, ...], str]], specs: Sequence[GpuSpec]
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    import numpy as np
-
-    n, k = len(jobs_prec), len(specs)
-    jobs = np.array([j for j, _p in jobs_prec], dtype=float).reshape(n, F.N_JOB)
-    precs = [p for _j, p in jobs_prec]
-    gpus = np.zeros((n, k, F.N_GPU))
-    for p in set(precs):
-        tab = np.array([F.gpu_vector(s, p) for s in specs], dtype=float).reshape(k, F.N_GPU)
-        idx = np.array([i for i, q in enumerate(precs) if q == p], dtype=np.int64)
-        gpus[idx] = tab[None, :, :]
-    jb = np.broadcast_to(jobs[:, None, :], (n, k, F.N_JOB))
-    compute = jb[:, :, 0] - gpus[:, :, 0] - math.log(1e3)
-    bpp = np.array([F.BYTES_PER_PARAM[p] for p in precs])[:, None]
-    weights = jb[:, :, 1] + np.log(1e6 * bpp) - gpus[:, :, 1] - math.log(1e9)
-    x = np.concatenate([jb, gpus, compute[:, :, None], weights[:, :, None]], axis=2)
-    return x.reshape(n * k, len(F.FEATURES)), compute.reshape(n * k)
 
 
 def predictor_from_json(text: str, origin: str = "model") -> Predictor:
@@ -327,8 +341,10 @@ def predictor_from_json(text: str, origin: str = "model") -> Predictor:
     try:
         trees = {q: [trees_from_lists(t) for t in ts] if isinstance(ts, list) else unpack_trees(ts, len(F.FEATURES))
                  for q, ts in doc.get("trees", {}).items()}
+        comp = doc.get("completion")
         return Predictor(boosters=dict(boosters), meta=dict(meta) if isinstance(meta, Mapping) else {},
-                         factors=dict(factors), known={k: list(v) for k, v in known.items()}, _trees=trees)
+                         factors=dict(factors), known={k: list(v) for k, v in known.items()},
+                         completion=None if comp is None else Completion.from_dict(comp), _trees=trees)
     except (PredictorError, TypeError, ValueError, AttributeError) as exc:
         raise PredictorError(f"{origin}: {exc}") from None
 

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from slurm_hase.predict.catalog import GpuSpec
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.predict.models import fill
+
+if TYPE_CHECKING:
+    import numpy as np
 
 FEATURES: tuple[str, ...] = (
     "log_gflops", "log_params", "log_batch", "log_gflops_per_sample", "precision", "is_train",
@@ -71,3 +75,32 @@ def row(desc: WorkloadDescriptor, spec: GpuSpec) -> tuple[list[float], float]:
     gpu = gpu_vector(spec, desc.precision)
     c, w = cross(job, gpu, desc.precision)
     return [*job, *gpu, c, w], c
+
+
+def feature_matrix(
+    descs: Sequence[WorkloadDescriptor], specs: Sequence[GpuSpec]
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Rows for every (desc, gpu) pair, desc-major; and the base (log roofline seconds)."""
+    return matrix_of([(tuple(job_vector(d)), d.precision) for d in descs], specs)
+
+
+def matrix_of(
+    jobs_prec: Sequence[tuple[tuple[float, ...], str]], specs: Sequence[GpuSpec]
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """feature_matrix from (job vector, precision) pairs (numpy is imported here, on first use)."""
+    import numpy as np
+
+    n, k = len(jobs_prec), len(specs)
+    jobs = np.array([j for j, _p in jobs_prec], dtype=float).reshape(n, N_JOB)
+    precs = [p for _j, p in jobs_prec]
+    gpus = np.zeros((n, k, N_GPU))
+    for p in set(precs):
+        tab = np.array([gpu_vector(s, p) for s in specs], dtype=float).reshape(k, N_GPU)
+        idx = np.array([i for i, q in enumerate(precs) if q == p], dtype=np.int64)
+        gpus[idx] = tab[None, :, :]
+    jb = np.broadcast_to(jobs[:, None, :], (n, k, N_JOB))
+    compute = jb[:, :, 0] - gpus[:, :, 0] - math.log(1e3)
+    bpp = np.array([BYTES_PER_PARAM[p] for p in precs])[:, None]
+    weights = jb[:, :, 1] + np.log(1e6 * bpp) - gpus[:, :, 1] - math.log(1e9)
+    x = np.concatenate([jb, gpus, compute[:, :, None], weights[:, :, None]], axis=2)
+    return x.reshape(n * k, len(FEATURES)), compute.reshape(n * k)

@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slurm_hase.errors import DataError
+from slurm_hase.predict import completion as CF
 from slurm_hase.predict import features as F
-from slurm_hase.predict.api import LEVELS, Predictor, knowledge_level, model_key
+from slurm_hase.predict.api import Predictor
 from slurm_hase.predict.catalog import resolve_gpu
 from slurm_hase.predict.dataset import Measurement
+from slurm_hase.predict.keys import LEVELS, knowledge_level, model_key
 
 GBM_PARAMS: dict[str, Any] = {
     "learning_rate": 0.2, "num_leaves": 31, "min_data_in_leaf": 3, "feature_fraction": 0.9,
@@ -48,6 +50,17 @@ FACTOR_RANGE = (0.5, 2.0)
 # 0.5 floor): a MAPE-optimal point, not a median. The scheduler, hsbatch and the time-limit checks
 # need a median, so no level is scaled by default; the mechanism stays for sites that want it.
 CALIBRATED_LEVELS: tuple[str, ...] = ()
+# Collaborative filtering (``complete``): candidate ranks and ridge of the workload x (GPU type,
+# co-runners) factorisation; the rank and the blend weight per knowledge level are chosen on inner
+# folds of the training rows only (rows held out at random for "seen", by (model, GPU) pairs for
+# "pair"), from BLEND_GRID.
+# Rank 1 is not a candidate: it extrapolated worst to held-out (model, GPU) pairs (all 121 pairs,
+# blend weight 0.5, clipped at 2x: 59% vs 43% at rank 2 and 47% at rank 3; the trees: 57%), yet
+# inner folds sometimes chose it.
+CF_RANKS: tuple[int, ...] = (2, 3)
+CF_RIDGE = 0.3
+CF_FOLDS = 4
+BLEND_GRID: tuple[float, ...] = tuple(i / 10 for i in range(11))
 
 
 def matrix(rows: Sequence[Measurement]) -> tuple[Any, Any, Any]:
@@ -178,6 +191,80 @@ def calibrate(
             for lv in LEVELS}
 
 
+def cf_keys(rows: Sequence[Measurement]) -> tuple[list[str], list[str]]:
+    """Matrix row and column key of each measurement (see ``completion``)."""
+    from slurm_hase.predict.models import fill
+
+    wk = [CF.workload_key(model_key(m.desc), m.desc, m.desc.batch_size or fill(m.desc).batch_size) for m in rows]
+    ck = [CF.column_key(m.gpu, CF.corunner_key(m.desc.corunner_gflops)) for m in rows]
+    return wk, ck
+
+
+def complete(rows: Sequence[Measurement], x: Any, y: Any, rounds: int) -> CF.Completion | None:
+    """Fit the completion and its blend with the P50 trees, or None when inner folds give it no weight.
+
+    Inner 4-fold splits of these rows (random rows for the "seen" level, (model, GPU) pairs for
+    "pair"): trees and factorisations (each of CF_RANKS) are fitted on the rest; for each rank and
+    blend key (level x row density, ``completion.BLEND_KEYS``) the weight w from BLEND_GRID
+    minimising the held-out MAPE of ``exp(trees + w * clip(completion - trees))`` is chosen
+    (``Completion.shift``). The rank
+    with the lowest sum of the two levels' MAPEs (rows without completion support count with the
+    trees' error) is refitted on all rows."""
+    import lightgbm as lgb
+    import numpy as np
+
+    wk, ck = cf_keys(rows)
+    # per (rank, level): rows of (trees, completion or nan, truth, row entries)
+    held: dict[tuple[int, str], list[tuple[float, float, float, float]]] = {
+        (r, lv): [] for r in CF_RANKS for lv in ("seen", "pair")}
+    for split, level in (("random", "seen"), ("pair", "pair")):
+        for test in _group_folds(rows, split, CF_FOLDS):
+            hold = set(test)
+            tr = [i for i in range(len(rows)) if i not in hold]
+            if len(tr) < 10:
+                continue
+            tr_rows = [rows[i] for i in tr]
+            lvs = levels(tr_rows, [rows[i] for i in test])
+            tei = np.asarray([i for i, lv in zip(test, lvs, strict=True)
+                              if lv in (("seen",) if level == "seen" else ("pair", "pair-few"))], dtype=np.int64)
+            if not len(tei):
+                continue
+            tri = np.asarray(tr, dtype=np.int64)
+            booster = lgb.Booster(model_str=_fit(x[tri], y[tri], weights(tr_rows), "regression", rounds))
+            s = booster.predict(x[tei], num_threads=1)
+            for rank in CF_RANKS:
+                comp = CF.fit([wk[i] for i in tr], [ck[i] for i in tr], y[tri], rank=rank, ridge=CF_RIDGE)
+                for i, si in zip(tei, s, strict=True):
+                    c = comp.score(wk[i], ck[i])
+                    held[(rank, level)].append((float(si), math.nan if c is None else c, float(y[i]),
+                                                float(comp.entries.get(wk[i], 0))))
+    best: tuple[float, int, dict[str, float]] | None = None
+    for rank in CF_RANKS:
+        total, wts = 0.0, {}
+        for level in ("seen", "pair"):
+            arr = np.asarray(held[(rank, level)], dtype=float).reshape(-1, 4)
+            if not len(arr):
+                continue
+            sup = ~np.isnan(arr[:, 1])
+            gap = np.clip(arr[:, 1] - arr[:, 0], -CF.MAX_LOG_SHIFT, CF.MAX_LOG_SHIFT)
+            err_sum = float(np.abs(np.expm1(arr[~sup, 0] - arr[~sup, 2])).sum())
+            for dense in (True, False):
+                m = sup & ((arr[:, 3] >= CF.DENSE_ENTRIES) == dense)
+                if not m.any():
+                    continue
+                errs = [float(np.abs(np.expm1(arr[m, 0] + w * gap[m] - arr[m, 2])).sum()) for w in BLEND_GRID]
+                j = int(np.argmin(errs))
+                wts[level if dense else f"{level}-sparse"] = BLEND_GRID[j]
+                err_sum += errs[j]
+            total += err_sum / len(arr)
+        if best is None or total < best[0]:
+            best = (total, rank, wts)
+    if best is None or not any(best[2].values()):
+        return None
+    final = CF.fit(wk, ck, y, rank=best[1], ridge=CF_RIDGE)
+    return final.with_weights({k: w for k, w in best[2].items() if w > 0})
+
+
 def _group_key(split: str) -> Callable[[Measurement], str]:
     """What a calibration fold holds out together (every held-out group weighs the same)."""
     if split == "random":
@@ -191,10 +278,11 @@ def _group_key(split: str) -> Callable[[Measurement], str]:
 
 def train(
     rows: Sequence[Measurement], *, rounds: int = NUM_ROUNDS, note: str = "", with_p90: bool = True,
-    calibrated: bool = True,
+    calibrated: bool = True, completed: bool = True,
 ) -> Predictor:
-    """Fit P50 (L2 on log time) and P90 (0.9 quantile of out-of-fold residuals) boosters, and the
-    per-knowledge-level P50 factors (``calibrate``; ``calibrated=False`` leaves them all 1).
+    """Fit P50 (L2 on log time) and P90 (0.9 quantile of out-of-fold residuals) boosters, the
+    per-knowledge-level P50 factors (``calibrate``; ``calibrated=False`` leaves them all 1) and the
+    collaborative-filtering completion blended into the P50 (``complete``; ``completed=False``: none).
 
     ``with_p90=False`` (cross-validation of P50 only) stores a zero-residual P90."""
     if len(rows) < 10:
@@ -205,6 +293,7 @@ def train(
     p50 = _fit(x, y, w, "regression", rounds)
     p50_unseen = _fit(x, y, w, "regression", rounds, extra=UNSEEN_PARAMS)
     factors = calibrate(rows, x, y, rounds) if calibrated else {}
+    completion = complete(rows, x, y, rounds) if completed else None
     if with_p90:
         p90 = _fit(x, _oof_residuals(x, y, w, rounds), w, "quantile", min(rounds, P90_ROUNDS), alpha=0.9)
     else:
@@ -219,7 +308,7 @@ def train(
         "note": note,
     }
     return Predictor(boosters={"p50": p50, "p90": p90, "p50_unseen": p50_unseen}, meta=meta, factors=factors,
-                     known=known_gpus(rows))
+                     known=known_gpus(rows), completion=completion)
 
 
 def _oof_residuals(x: Any, y: Any, w: Any, rounds: int, k: int = 3) -> Any:

@@ -54,15 +54,20 @@ def test_predict_many_matches_predict() -> None:
 def test_numpy_trees_match_pure_python() -> None:
     import numpy as np
 
-    from slurm_hase.predict.api import feature_matrix
     from slurm_hase.predict.catalog import resolve_gpu
+    from slurm_hase.predict.features import feature_matrix
 
     pred = load_predictor()
     x, base = feature_matrix([RESNET], [resolve_gpu(g) for g in gpu_keys()])
-    from slurm_hase.predict.api import model_key
+    from slurm_hase.predict.keys import model_key
 
-    scale = np.asarray([pred.factor(model_key(RESNET), g) for g in gpu_keys()])  # per-level calibration
-    via_np = scale * np.exp(base + predict_np(pred._trees["p50"], x))
+    mk = model_key(RESNET)
+    scale = np.asarray([pred.factor(mk, g) for g in gpu_keys()])  # per-level calibration
+    s50 = predict_np(pred._trees["p50"], x)
+    # the collaborative-filtering completion blended in where it knows the workload
+    row = pred.cf_row(RESNET, mk)
+    shift = np.asarray([pred.cf_shift(row, "", mk, g, float(s)) for g, s in zip(gpu_keys(), s50, strict=True)])
+    via_np = scale * np.exp(base + s50 + shift)
     single = pred.predict(RESNET, gpu_keys())
     assert list(via_np) == pytest.approx([single[g].iter_time_p50 for g in gpu_keys()], rel=1e-9)
 

@@ -9,18 +9,12 @@ from pathlib import Path
 import pytest
 
 from slurm_hase.errors import PredictorError
-from slurm_hase.predict.api import (
-    LEVELS,
-    Predictor,
-    knowledge_level,
-    load_predictor,
-    model_key,
-    predictor_from_json,
-)
+from slurm_hase.predict.api import Predictor, load_predictor, predictor_from_json
 from slurm_hase.predict.catalog import gpu_keys
 from slurm_hase.predict.dataset import Measurement, make, read_csv
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.predict.evaluate import mape, predict_rows
+from slurm_hase.predict.keys import LEVELS, knowledge_level, model_key
 from slurm_hase.predict.train import (
     CALIBRATED_LEVELS,
     FACTOR_RANGE,
