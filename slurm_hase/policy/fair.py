@@ -6,7 +6,7 @@ U_a (state.usage, from UsageLedger). Fair = U_a / w_a equal across active accoun
 
 1. Inside an account: smallest predicted service first (SRPT-like). An account's pending jobs
    are served in order of size = num_gpus * f * best runtime, divided by (1 + age / age_tau_s)
-   so a long job's key falls as it waits (age_tau_s = 0: pure size order). Reordering inside
+   so a long job's key falls as it waits (default 2 h; age_tau_s = 0: pure size order). Reordering inside
    one account does not change how much service the account gets, only which of its jobs gets
    it first; on heavy-tailed durations (Philly) it cuts average JCT the most.
 2. Between accounts (start-time fair queueing, SFQ). Account a starts at virtual time
@@ -149,7 +149,7 @@ class FairPolicy:
     # time and fewer Nice updates, but backfill takes the rest in age order (on the Philly
     # bench, horizon 1 raised average JCT 1-3%, 0.25 about 10%).
     horizon: float = 0.0
-    age_tau_s: float = 0.0
+    age_tau_s: float = 7200.0
     # Requeue opted-in running jobs for under-served accounts (policy/rotate.py): 0 = never.
     rotate: float = 1.0
     min_run_s: float = 600.0  # a job runs at least this long before it may be requeued

@@ -130,9 +130,12 @@ def test_fair_age_credit_bounds_starvation() -> None:
     old_long = job("1", "a", 0.0, rt={"a100": 3000.0, "t4": 9000.0})
     fresh_short = job("2", "a", now, rt={"a100": 600.0, "t4": 1800.0})
     st = ClusterState(now, pools(a100=2, t4=2), [old_long, fresh_short], [])
-    assert slurm_order(FairPolicy(theta=0.0).decide(st), [old_long, fresh_short]) == ["2", "1"]
+    pure = FairPolicy(theta=0.0, age_tau_s=0.0).decide(st)  # pure size order
+    assert slurm_order(pure, [old_long, fresh_short]) == ["2", "1"]
     aged = FairPolicy(theta=0.0, age_tau_s=86400.0).decide(st)  # 3000 / 11 < 600
     assert slurm_order(aged, [old_long, fresh_short]) == ["1", "2"]
+    # the default credit (2 h): a 10-day wait divides the key by 121
+    assert slurm_order(FairPolicy(theta=0.0).decide(st), [old_long, fresh_short]) == ["1", "2"]
 
 
 def test_fair_routes_by_completion_including_wait() -> None:
