@@ -232,13 +232,13 @@ class Predictor:
         mkeys = [m for _j, _p, m, _c in uniq]
         x, base = matrix_of([(j, p) for j, p, _m, _c in uniq], specs)
         new = np.repeat(np.asarray([self.unseen(m) for m in mkeys], dtype=bool), k)
-        scores = self.raw_scores(x, "p50", new)
+        scores = self.raw_scores(x, new)
         if self.completion is not None:
             gkeys = [s.key for s in specs]
             wkeys = [self.cf_row(d, m) for d, m in zip(first, mkeys, strict=True)]
             scores = scores + self.cf_shifts(wkeys, [corunner_key(d.corunner_gflops) for d in first], mkeys,
                                              gkeys, scores.reshape(len(uniq), k)).reshape(-1)
-        if q == "p90":
+        if q == "p90":  # P90 = P50 + the residual quantile
             scores = scores + self._raw(x, "p90")
         times = np.exp(base + scores).reshape(len(uniq), k)
         if q == "p50" and self.factors:
@@ -259,10 +259,11 @@ class Predictor:
         return out
 
     def raw_scores(
-        self, x: np.ndarray[Any, Any], q: str, unseen: np.ndarray[Any, Any] | None = None
+        self, x: np.ndarray[Any, Any], unseen: np.ndarray[Any, Any] | None = None
     ) -> np.ndarray[Any, Any]:
-        """Model output (log efficiency) for a feature matrix; P90 = P50 + residual quantile.
-        Rows flagged in ``unseen`` (models absent from the training data) use the unseen-model P50."""
+        """The P50 trees' output (log efficiency) for a feature matrix, before the completion's
+        shift (``cf_shifts``). Rows flagged in ``unseen`` (models absent from the training data)
+        use the unseen-model P50."""
         if unseen is not None and unseen.any() and "p50_unseen" in self._trees:
             import numpy as np
 
@@ -272,9 +273,6 @@ class Predictor:
             s50[unseen] = self._raw(x[unseen], "p50_unseen")
         else:
             s50 = self._raw(x, "p50")
-        if q == "p90":
-            total: np.ndarray[Any, Any] = s50 + self._raw(x, "p90")
-            return total
         return s50
 
     def _raw(self, x: np.ndarray[Any, Any], q: str) -> np.ndarray[Any, Any]:

@@ -72,7 +72,7 @@ def predict_rows(pred: Predictor, rows: Sequence[Measurement]) -> list[float]:
     keys = [model_key(m.desc) for m in rows]
     scale = np.asarray([pred.factor(k, m.gpu) for k, m in zip(keys, rows, strict=True)])
     unseen = np.asarray([pred.unseen(k) for k in keys], dtype=bool)
-    s50 = pred.raw_scores(x, "p50", unseen)
+    s50 = pred.raw_scores(x, unseen)
     shift = [pred.cf_shift(pred.cf_row(m.desc, k), corunner_key(m.desc.corunner_gflops), k, m.gpu, float(s))
              for m, k, s in zip(rows, keys, s50, strict=True)]
     return [float(v) for v in scale * np.exp(base + s50 + np.asarray(shift))]

@@ -32,7 +32,7 @@ def small_model(rows: list[Measurement]):  # type: ignore[no-untyped-def]
 
 def test_pure_python_walk_equals_lightgbm(rows: list[Measurement], small_model) -> None:  # type: ignore[no-untyped-def]
     x, _base, _y = matrix(rows[:40])
-    lgb_scores = small_model.raw_scores(x, "p50")
+    lgb_scores = small_model.raw_scores(x)
     ours = [predict_one(small_model._trees["p50"], list(r)) for r in x]
     assert ours == pytest.approx(list(lgb_scores), rel=1e-9, abs=1e-12)
 
