@@ -144,11 +144,6 @@ def _place(job: PendingJob, types: Sequence[str], tl: Timeline, tolerance: float
     return k
 
 
-def opted_in(job: PendingJob) -> bool:
-    """Whether a pending job opted in to checkpoint/requeue."""
-    return job.preemptible
-
-
 def idle_fill(waiting: Sequence[PendingJob], types: Mapping[str, Sequence[str]], tl: Timeline,
               levels: Levels, fill: float, max_speed: float
               ) -> tuple[Routing, dict[str, float]]:
@@ -158,7 +153,7 @@ def idle_fill(waiting: Sequence[PendingJob], types: Mapping[str, Sequence[str]],
     held, ent = defaultdict(float, levels[0]), levels[1]
     queues: dict[str, list[PendingJob]] = defaultdict(list)
     for job in reversed(waiting):  # pop() gives the first in fair order
-        if (opted_in(job) and job.gpu_fraction >= 1.0 and job.pinned_type is None
+        if (job.preemptible and job.gpu_fraction >= 1.0 and job.pinned_type is None
                 and level(held, ent, job.account) < fill):
             queues[job.account].append(job)
     placed: Routing = {}

@@ -8,7 +8,6 @@ import pytest
 
 from slurm_hase.errors import PolicyError
 from slurm_hase.policy.fair import FairPolicy
-from slurm_hase.policy.route import opted_in
 from slurm_hase.policy.types import ClusterState, Decision, GpuPool, PendingJob, RunningJob
 
 NOW = 100_000.0
@@ -50,7 +49,7 @@ def test_a_waiting_opted_in_job_of_an_unserved_account_starts_now_on_the_idle_sl
 
 def test_idle_fill_leaves_jobs_that_did_not_opt_in_short_waits_and_fast_types_alone() -> None:
     plain = PendingJob("1", "a", "u", NOW - 100, 2, LONG)
-    assert not opted_in(plain) and opted_in(ckpt("1", "a"))
+    assert not plain.preemptible and ckpt("1", "a").preemptible
     pol = FairPolicy(theta=0.0, idle_fill=0.5)
     assert types(pol.decide(state([plain], [busy_v100()]))) == {"1": ("v100",)}
     # waits only 1,000 s for its routed type (fill_wait_s is 2 h)
