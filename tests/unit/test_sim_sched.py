@@ -110,3 +110,20 @@ def test_priority_floors_at_one_like_slurm(table: ThroughputTable) -> None:
     assert sim.jobs_by_id["2"].priority == 1
     sim.update_job("2", JobUpdate(nice=-100))  # a negative Nice only ever raises it
     assert sim.jobs_by_id["2"].priority == sim.jobs_by_id["2"].prio_base + 100
+
+
+def test_recalc_of_every_job_at_once_equals_prioritize_job_by_job(table: ThroughputTable) -> None:
+    # recalc computes the multifactor priority of the whole queue in numpy; prioritize() is the
+    # per-job formula (arrivals): both must give the same integers, Nice and the floor at 1 included
+    sim, sched = _setup(table, gpus=1, n=40)
+    rng = random.Random(3)
+    for job in list(sim.pending.values())[::3]:
+        sim.update_job(job.job_id, JobUpdate(nice=rng.choice([-5000, -7, 0, 9, 20000])))
+    now = 3 * 86400.0 + 123.4
+    sched.recalc(now)
+    vectorised = {j.job_id: (j.priority, j.prio_base) for j in sim.pending.values()}
+    for job in sim.pending.values():
+        sched.prioritize(job, now)
+    assert {j.job_id: (j.priority, j.prio_base) for j in sim.pending.values()} == vectorised
+    assert any(p == 1 for p, _ in vectorised.values())  # the floor was exercised
+    assert _ids(sched.order()) == _fresh(sim)
