@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 from slurm_hase.errors import PredictorError
 from slurm_hase.predict import features as F
 from slurm_hase.predict.catalog import DATA_DIR, GpuSpec, resolve_gpu
-from slurm_hase.predict.completion import Completion, column_key, corunner_key, workload_key
+from slurm_hase.predict.completion import (
+    Completion,
+    column_key,
+    context_key,
+    is_multi,
+    pooled_key,
+    workload_key,
+)
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.predict.features import matrix_of
 from slurm_hase.predict.forest import (
@@ -65,8 +72,10 @@ class Predictor:
     # GPU types each model of the training data was measured on (model key -> GPU keys).
     factors: dict[str, float] = field(default_factory=dict)
     known: dict[str, list[str]] = field(default_factory=dict)
-    # Collaborative-filtering completion of known workloads, blended into the P50 (``completion``).
+    # Collaborative-filtering completion of known workloads, blended into the P50 (``completion``):
+    # single-GPU queries use ``completion``, multi-GPU ones the pooled ``completion_multi``.
     completion: Completion | None = None
+    completion_multi: Completion | None = None
     _known_gpus: frozenset[str] = field(default=frozenset(), repr=False)
     _cf_models: frozenset[str] = field(default=frozenset(), repr=False)  # model keys the completion knows
     _trees: dict[str, list[Tree]] = field(default_factory=dict, repr=False)
@@ -86,8 +95,8 @@ class Predictor:
             if lv not in LEVELS or not (isinstance(f, (int, float)) and math.isfinite(f) and 0.0 < f <= 10.0):
                 raise PredictorError(f"model file: bad calibration factor {lv}={f!r}")
         self._known_gpus = frozenset(g for gs in self.known.values() for g in gs)
-        if self.completion is not None:
-            self._cf_models = frozenset(k.partition("|")[0] for k in self.completion.rows)
+        self._cf_models = frozenset(k.partition("|")[0] for c in (self.completion, self.completion_multi)
+                                    if c is not None for k in c.rows)
 
     # ---- calibration ----------------------------------------------------------------------
     def level(self, model_key: str, gpu_key: str) -> str:
@@ -105,37 +114,44 @@ class Predictor:
         return float(self.factors.get(self.level(model_key, gpu_key), 1.0))
 
     # ---- completion -----------------------------------------------------------------------
+    def _comp(self, num_gpus: int) -> Completion | None:
+        """The completion that answers a job on this many GPUs (pooled for more than one)."""
+        return self.completion if num_gpus == 1 else self.completion_multi
+
     def cf_row(self, desc: WorkloadDescriptor, mkey: str) -> str | None:
-        """The completion's row key of a workload, or None when the completion does not know it."""
-        if self.completion is None or mkey not in self._cf_models:
+        """The completion's row key of a workload (the pooled matrix's for a multi-GPU job), or None
+        when that completion does not know it."""
+        comp = self._comp(desc.num_gpus)
+        if comp is None or mkey not in self._cf_models:
             return None
         from slurm_hase.predict.models import fill
 
-        key = workload_key(mkey, desc, desc.batch_size or fill(desc).batch_size)
-        return key if key in self.completion.rows else None
+        bs = desc.batch_size or fill(desc).batch_size
+        key = (workload_key if desc.num_gpus == 1 else pooled_key)(mkey, desc, bs)
+        return key if key in comp.rows else None
 
-    def cf_shift(self, wkey: str | None, corunners: str, mkey: str, gpu_key: str, s50: float) -> float:
+    def cf_shift(self, wkey: str | None, context: str, mkey: str, gpu_key: str, s50: float) -> float:
         """What the completion adds to the trees' log P50 (``s50``) for this query (0 without support):
         ``w * clip(completion - s50)``, w the blend weight of the query's knowledge level and row
-        density (``Completion.shift``)."""
-        comp = self.completion
+        density (``Completion.shift``). ``context``: ``completion.context_key`` of the job."""
+        comp = self.completion_multi if is_multi(context) else self.completion
         if comp is None or wkey is None:
             return 0.0
-        return comp.shift(wkey, column_key(gpu_key, corunners), self.level(mkey, gpu_key), s50)
+        return comp.shift(wkey, column_key(gpu_key, context), self.level(mkey, gpu_key), s50)
 
     def cf_shifts(
-        self, wkeys: Sequence[str | None], corunners: Sequence[str], mkeys: Sequence[str],
+        self, wkeys: Sequence[str | None], contexts: Sequence[str], mkeys: Sequence[str],
         gpu_keys: Sequence[str], s50: np.ndarray[Any, Any],
     ) -> np.ndarray[Any, Any]:
         """``cf_shift`` for every (row, GPU type) of a [n, k] matrix of tree scores."""
         import numpy as np
 
         out = np.zeros(s50.shape)
-        if self.completion is None:
+        if self.completion is None and self.completion_multi is None:
             return out
         for i, wk in enumerate(wkeys):
             if wk is not None:
-                out[i] = [self.cf_shift(wk, corunners[i], mkeys[i], g, float(s50[i, j]))
+                out[i] = [self.cf_shift(wk, contexts[i], mkeys[i], g, float(s50[i, j]))
                           for j, g in enumerate(gpu_keys)]
         return out
 
@@ -146,7 +162,7 @@ class Predictor:
         job = F.job_vector(desc)
         mkey = model_key(desc)
         wkey = self.cf_row(desc, mkey)
-        cf = (wkey, corunner_key(desc.corunner_gflops), mkey) if wkey is not None else None
+        cf = (wkey, context_key(desc.corunner_gflops, desc.num_gpus), mkey) if wkey is not None else None
         for name in gpu_types:
             spec = resolve_gpu(name)
             p50, p90 = self._one(job, spec, desc.precision, self.unseen(mkey), cf)
@@ -165,7 +181,7 @@ class Predictor:
         self, job: list[float], spec: GpuSpec, precision: str, unseen: bool = False,
         cf: tuple[str | None, str, str] | None = None,
     ) -> tuple[float, float]:
-        """(P50, P90) of one job row; ``cf``: (workload key, co-runner key, model key) to blend in the
+        """(P50, P90) of one job row; ``cf``: (workload key, context key, model key) to blend in the
         completion (the P90 moves with the P50)."""
         gpu = F.gpu_vector(spec, precision)
         c, w = F.cross(job, gpu, precision)
@@ -192,11 +208,11 @@ class Predictor:
         # the completion only when it knows both the exclusive and the shared entry (one estimator
         # for the ratio)
         wkey = self.cf_row(desc, mkey)
+        comp = self._comp(desc.num_gpus)
+        ctx = (context_key((), desc.num_gpus), context_key(co, desc.num_gpus))
         cf_alone = cf_shared = None
-        if wkey is not None and self.completion is not None and all(
-            column_key(spec.key, k) in self.completion.cols for k in ("", corunner_key(co))
-        ):
-            cf_alone, cf_shared = (wkey, "", mkey), (wkey, corunner_key(co), mkey)
+        if wkey is not None and comp is not None and all(column_key(spec.key, k) in comp.cols for k in ctx):
+            cf_alone, cf_shared = (wkey, ctx[0], mkey), (wkey, ctx[1], mkey)
         alone = self._one(F.job_vector(desc.with_corunners(())), spec, desc.precision, unseen, cf_alone)[0]
         shared = self._one(F.job_vector(desc.with_corunners(co)), spec, desc.precision, unseen, cf_shared)[0]
         return max(1.0, shared / alone)
@@ -233,10 +249,11 @@ class Predictor:
         x, base = matrix_of([(j, p) for j, p, _m, _c in uniq], specs)
         new = np.repeat(np.asarray([self.unseen(m) for m in mkeys], dtype=bool), k)
         scores = self.raw_scores(x, new)
-        if self.completion is not None:
+        if self.completion is not None or self.completion_multi is not None:
             gkeys = [s.key for s in specs]
             wkeys = [self.cf_row(d, m) for d, m in zip(first, mkeys, strict=True)]
-            scores = scores + self.cf_shifts(wkeys, [corunner_key(d.corunner_gflops) for d in first], mkeys,
+            ctxs = [context_key(d.corunner_gflops, d.num_gpus) for d in first]
+            scores = scores + self.cf_shifts(wkeys, ctxs, mkeys,
                                              gkeys, scores.reshape(len(uniq), k)).reshape(-1)
         if q == "p90":  # P90 = P50 + the residual quantile
             scores = scores + self._raw(x, "p90")
@@ -302,6 +319,8 @@ class Predictor:
                "trees": {q: pack_trees(ts) for q, ts in self._trees.items()}}
         if self.completion is not None:
             doc["completion"] = self.completion.as_dict()
+        if self.completion_multi is not None:
+            doc["completion_multi"] = self.completion_multi.as_dict()
         return json.dumps(doc, separators=(",", ":"))
 
     def save(self, path: str | Path) -> None:
@@ -339,10 +358,11 @@ def predictor_from_json(text: str, origin: str = "model") -> Predictor:
     try:
         trees = {q: [trees_from_lists(t) for t in ts] if isinstance(ts, list) else unpack_trees(ts, len(F.FEATURES))
                  for q, ts in doc.get("trees", {}).items()}
-        comp = doc.get("completion")
+        comp, multi = doc.get("completion"), doc.get("completion_multi")
         return Predictor(boosters=dict(boosters), meta=dict(meta) if isinstance(meta, Mapping) else {},
                          factors=dict(factors), known={k: list(v) for k, v in known.items()},
-                         completion=None if comp is None else Completion.from_dict(comp), _trees=trees)
+                         completion=None if comp is None else Completion.from_dict(comp),
+                         completion_multi=None if multi is None else Completion.from_dict(multi), _trees=trees)
     except (PredictorError, TypeError, ValueError, AttributeError) as exc:
         raise PredictorError(f"{origin}: {exc}") from None
 

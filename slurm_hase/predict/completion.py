@@ -12,6 +12,12 @@ A workload's embedding U[w] is shared by every GPU type and co-runner set, so a 
 time is completed from the workload's co-located runs (and vice versa), and a (model, GPU type)
 pair never measured together from the model on other GPU types and other models on that one.
 
+Multi-GPU (data-parallel) runs are completed by a second, *pooled* factorisation: its rows drop
+the GPU count (``pooled_key``: model, local batch, precision, mode) and its columns carry it
+(``context_key``: "#n" after the co-runners), so a workload's 2/4/8-GPU times share one embedding
+with its single-GPU runs on every GPU type. Single-GPU queries use the per-count matrix above,
+multi-GPU queries the pooled one (``is_multi``).
+
 Only rows and columns with at least ``rank + 2`` observed entries are kept (more entries than
 parameters); any other query has no completion and the trees alone answer it. The completion is
 blended with the trees in log space with a weight per knowledge level of the query and per
@@ -49,6 +55,22 @@ def workload_key(mkey: str, desc: WorkloadDescriptor, batch_size: int) -> str:
 def corunner_key(corunner_gflops: Sequence[float]) -> str:
     """The co-runner part of a matrix column ("" for an exclusive run)."""
     return ";".join(f"{g:.6g}" for g in sorted(corunner_gflops))
+
+
+def pooled_key(mkey: str, desc: WorkloadDescriptor, batch_size: int) -> str:
+    """Row of a workload in the pooled (multi-GPU) matrix: ``workload_key`` without the GPU count."""
+    return f"{mkey}|{batch_size}|{desc.precision}|{desc.mode}"
+
+
+def context_key(corunner_gflops: Sequence[float], num_gpus: int) -> str:
+    """The co-runner key, followed by "#n" for an n-GPU job (n > 1): the pooled matrix's column part."""
+    c = corunner_key(corunner_gflops)
+    return c if num_gpus == 1 else f"{c}#{num_gpus}"
+
+
+def is_multi(context: str) -> bool:
+    """True when a ``context_key`` belongs to a multi-GPU job (a pooled-matrix query)."""
+    return "#" in context
 
 
 def column_key(gpu_key: str, corunner: str) -> str:

@@ -64,7 +64,7 @@ def predict_rows(pred: Predictor, rows: Sequence[Measurement]) -> list[float]:
     """Our model's P50 for each measured row (including the calibration factor)."""
     import numpy as np
 
-    from slurm_hase.predict.completion import corunner_key
+    from slurm_hase.predict.completion import context_key
     from slurm_hase.predict.keys import model_key
     from slurm_hase.predict.train import matrix
 
@@ -73,7 +73,8 @@ def predict_rows(pred: Predictor, rows: Sequence[Measurement]) -> list[float]:
     scale = np.asarray([pred.factor(k, m.gpu) for k, m in zip(keys, rows, strict=True)])
     unseen = np.asarray([pred.unseen(k) for k in keys], dtype=bool)
     s50 = pred.raw_scores(x, unseen)
-    shift = [pred.cf_shift(pred.cf_row(m.desc, k), corunner_key(m.desc.corunner_gflops), k, m.gpu, float(s))
+    shift = [pred.cf_shift(pred.cf_row(m.desc, k), context_key(m.desc.corunner_gflops, m.desc.num_gpus), k, m.gpu,
+                           float(s))
              for m, k, s in zip(rows, keys, s50, strict=True)]
     return [float(v) for v in scale * np.exp(base + s50 + np.asarray(shift))]
 

@@ -191,32 +191,38 @@ def calibrate(
             for lv in LEVELS}
 
 
-def cf_keys(rows: Sequence[Measurement]) -> tuple[list[str], list[str]]:
-    """Matrix row and column key of each measurement (see ``completion``)."""
+def cf_keys(rows: Sequence[Measurement], pooled: bool = False) -> tuple[list[str], list[str]]:
+    """Matrix row and column key of each measurement (see ``completion``); ``pooled``: the multi-GPU
+    matrix's keys (the GPU count moves from the row to the column)."""
     from slurm_hase.predict.models import fill
 
-    wk = [CF.workload_key(model_key(m.desc), m.desc, m.desc.batch_size or fill(m.desc).batch_size) for m in rows]
-    ck = [CF.column_key(m.gpu, CF.corunner_key(m.desc.corunner_gflops)) for m in rows]
+    row_key = CF.pooled_key if pooled else CF.workload_key
+    wk = [row_key(model_key(m.desc), m.desc, m.desc.batch_size or fill(m.desc).batch_size) for m in rows]
+    ck = [CF.column_key(m.gpu, CF.context_key(m.desc.corunner_gflops, m.desc.num_gpus) if pooled
+                        else CF.corunner_key(m.desc.corunner_gflops)) for m in rows]
     return wk, ck
 
 
-def complete(rows: Sequence[Measurement], x: Any, y: Any, rounds: int) -> CF.Completion | None:
-    """Fit the completion and its blend with the P50 trees, or None when inner folds give it no weight.
+def complete(
+    rows: Sequence[Measurement], x: Any, y: Any, rounds: int
+) -> tuple[CF.Completion | None, CF.Completion | None]:
+    """Fit the completions (single-GPU queries; pooled, for multi-GPU ones) and their blend with the
+    P50 trees; each is None when inner folds give it no weight.
 
     Inner 4-fold splits of these rows (random rows for the "seen" level, (model, GPU) pairs for
-    "pair"): trees and factorisations (each of CF_RANKS) are fitted on the rest; for each rank and
+    "pair"): trees and factorisations (each of CF_RANKS, both matrices) are fitted on the rest; a
+    matrix is judged on the held-out rows it would answer (single- or multi-GPU). For each rank and
     blend key (level x row density, ``completion.BLEND_KEYS``) the weight w from BLEND_GRID
     minimising the held-out MAPE of ``exp(trees + w * clip(completion - trees))`` is chosen
-    (``Completion.shift``). The rank
-    with the lowest sum of the two levels' MAPEs (rows without completion support count with the
-    trees' error) is refitted on all rows."""
+    (``Completion.shift``). The rank with the lowest sum of the two levels' MAPEs (rows without
+    completion support count with the trees' error) is refitted on all rows."""
     import lightgbm as lgb
     import numpy as np
 
-    wk, ck = cf_keys(rows)
-    # per (rank, level): rows of (trees, completion or nan, truth, row entries)
-    held: dict[tuple[int, str], list[tuple[float, float, float, float]]] = {
-        (r, lv): [] for r in CF_RANKS for lv in ("seen", "pair")}
+    keys = {False: cf_keys(rows), True: cf_keys(rows, pooled=True)}
+    # per (pooled, rank, level): rows of (trees, completion or nan, truth, row entries)
+    held: dict[tuple[bool, int, str], list[tuple[float, float, float, float]]] = {
+        (p, r, lv): [] for p in keys for r in CF_RANKS for lv in ("seen", "pair")}
     for split, level in (("random", "seen"), ("pair", "pair")):
         for test in _group_folds(rows, split, CF_FOLDS):
             hold = set(test)
@@ -232,19 +238,39 @@ def complete(rows: Sequence[Measurement], x: Any, y: Any, rounds: int) -> CF.Com
             tri = np.asarray(tr, dtype=np.int64)
             booster = lgb.Booster(model_str=_fit(x[tri], y[tri], weights(tr_rows), "regression", rounds))
             s = booster.predict(x[tei], num_threads=1)
-            for rank in CF_RANKS:
-                comp = CF.fit([wk[i] for i in tr], [ck[i] for i in tr], y[tri], rank=rank, ridge=CF_RIDGE)
-                for i, si in zip(tei, s, strict=True):
-                    c = comp.score(wk[i], ck[i])
-                    held[(rank, level)].append((float(si), math.nan if c is None else c, float(y[i]),
-                                                float(comp.entries.get(wk[i], 0))))
+            for pooled, (wk, ck) in keys.items():
+                mine = [(i, si) for i, si in zip(tei, s, strict=True) if (rows[i].desc.num_gpus > 1) == pooled]
+                for rank in CF_RANKS if mine else ():
+                    comp = CF.fit([wk[i] for i in tr], [ck[i] for i in tr], y[tri], rank=rank, ridge=CF_RIDGE)
+                    for i, si in mine:
+                        c = comp.score(wk[i], ck[i])
+                        held[(pooled, rank, level)].append((float(si), math.nan if c is None else c, float(y[i]),
+                                                            float(comp.entries.get(wk[i], 0))))
+    out: list[CF.Completion | None] = []
+    for pooled, (wk, ck) in keys.items():
+        best = _best_blend({(r, lv): v for (p, r, lv), v in held.items() if p == pooled})
+        if best is None or not any(best[1].values()):
+            out.append(None)
+            continue
+        final = CF.fit(wk, ck, y, rank=best[0], ridge=CF_RIDGE)
+        out.append(final.with_weights({k: w for k, w in best[1].items() if w > 0}))
+    return out[0], out[1]
+
+
+def _best_blend(
+    held: dict[tuple[int, str], list[tuple[float, float, float, float]]],
+) -> tuple[int, dict[str, float]] | None:
+    """(rank, blend weights) with the lowest held-out MAPE (``complete``); None without held-out rows."""
+    import numpy as np
+
     best: tuple[float, int, dict[str, float]] | None = None
     for rank in CF_RANKS:
-        total, wts = 0.0, {}
+        total, wts, seen_any = 0.0, {}, False
         for level in ("seen", "pair"):
-            arr = np.asarray(held[(rank, level)], dtype=float).reshape(-1, 4)
+            arr = np.asarray(held.get((rank, level), []), dtype=float).reshape(-1, 4)
             if not len(arr):
                 continue
+            seen_any = True
             sup = ~np.isnan(arr[:, 1])
             gap = np.clip(arr[:, 1] - arr[:, 0], -CF.MAX_LOG_SHIFT, CF.MAX_LOG_SHIFT)
             err_sum = float(np.abs(np.expm1(arr[~sup, 0] - arr[~sup, 2])).sum())
@@ -257,12 +283,9 @@ def complete(rows: Sequence[Measurement], x: Any, y: Any, rounds: int) -> CF.Com
                 wts[level if dense else f"{level}-sparse"] = BLEND_GRID[j]
                 err_sum += errs[j]
             total += err_sum / len(arr)
-        if best is None or total < best[0]:
+        if seen_any and (best is None or total < best[0]):
             best = (total, rank, wts)
-    if best is None or not any(best[2].values()):
-        return None
-    final = CF.fit(wk, ck, y, rank=best[1], ridge=CF_RIDGE)
-    return final.with_weights({k: w for k, w in best[2].items() if w > 0})
+    return None if best is None else (best[1], best[2])
 
 
 def _group_key(split: str) -> Callable[[Measurement], str]:
@@ -293,7 +316,7 @@ def train(
     p50 = _fit(x, y, w, "regression", rounds)
     p50_unseen = _fit(x, y, w, "regression", rounds, extra=UNSEEN_PARAMS)
     factors = calibrate(rows, x, y, rounds) if calibrated else {}
-    completion = complete(rows, x, y, rounds) if completed else None
+    completion, completion_multi = complete(rows, x, y, rounds) if completed else (None, None)
     if with_p90:
         p90 = _fit(x, _oof_residuals(x, y, w, rounds), w, "quantile", min(rounds, P90_ROUNDS), alpha=0.9)
     else:
@@ -308,7 +331,7 @@ def train(
         "note": note,
     }
     return Predictor(boosters={"p50": p50, "p90": p90, "p50_unseen": p50_unseen}, meta=meta, factors=factors,
-                     known=known_gpus(rows), completion=completion)
+                     known=known_gpus(rows), completion=completion, completion_multi=completion_multi)
 
 
 def _oof_residuals(x: Any, y: Any, w: Any, rounds: int, k: int = 3) -> Any:

@@ -12,7 +12,7 @@ import gc
 import hashlib
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from slurm_hase.daemon.cycle import CycleConfig, run_cycle
@@ -115,7 +115,7 @@ class SimResult:
     unfinished: int = 0
 
 
-def _sample(sim: SimSlurm, t: float) -> Sample:
+def _sample(sim: SimSlurm, t: float, pending_demand: Mapping[str, float]) -> Sample:
     acc: dict[str, list[float]] = {}
     for job in sim.running.values():
         best = min(job.runtime.values())
@@ -123,8 +123,8 @@ def _sample(sim: SimSlurm, t: float) -> Sample:
         entry = acc.setdefault(job.trace.account, [0.0, 0.0])
         entry[0] += rate * best / job.runtime[job.gpu_type]
         entry[1] += rate
-    for job in sim.pending.values():
-        acc.setdefault(job.trace.account, [0.0, 0.0])[1] += job.trace.num_gpus * job.trace.gpu_fraction
+    for acct, demand in pending_demand.items():
+        acc.setdefault(acct, [0.0, 0.0])[1] += demand
     return Sample(t, len(sim.pending), len(sim.running), dict(sim.busy_gpus),
                   {a: (v[0], v[1]) for a, v in acc.items()})
 
@@ -210,7 +210,7 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
             # the state since the previous event holds at every grid point up to t: one sample
             # per point, so that averages over samples are averages over time (a quiet stretch
             # of hours counts as many samples as a busy one, not as one)
-            snap = _sample(sim, clock.t)
+            snap = _sample(sim, clock.t, sched.pending_demand())
             step = config.sample_s
             points = math.floor((t - next_sample) / step) + 1 if step > 0 else 1
             samples.extend(replace(snap, t=next_sample + k * step) for k in range(points))
@@ -254,7 +254,7 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
             break  # nothing runs and nothing will arrive: the rest can never start
     if progress is not None:
         progress(len(sim.finished) - done_reported)
-    samples.append(_sample(sim, clock.t))
+    samples.append(_sample(sim, clock.t, sched.pending_demand()))
     return SimResult(jobs=sim.by_idx, samples=samples, gpus_by_type=spec.gpus_by_type,
                      shares=shares, cycles=cycles, updates=updates,
                      wall_s=time.perf_counter() - wall0,

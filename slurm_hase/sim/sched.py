@@ -20,6 +20,10 @@ inserted by bisection, jobs that left it are dropped when a pass walks past them
 priority changed (recalc here, Nice updates from the daemon: SimSlurm.reordered) are moved, and a
 full re-sort happens only when many keys changed at once.
 The key (-priority, submit time, index) is unique, so the cached order is exactly the sorted one.
+Passes over the whole queue (recalc, the demand the engine samples) read numpy columns of
+per-job numbers by index and the queue's index mask (PendingQueue.indexes), not the job objects.
+Backfill returns at once when no GPU is free and no MPS-shared GPU has room (it could start
+nothing, and its reservations are its own).
 """
 
 from __future__ import annotations
@@ -74,6 +78,16 @@ class SlurmScheduler:
         self._queue: list[SimJob] = []
         self._cached: dict[int, OrderKey] = {}
         self._resort = True
+        # per-job columns by index (numpy), for passes over the whole queue: submit time,
+        # account number, Nice and the priority last set; refreshed from the jobs put in the
+        # queue and the jobs whose priority changed (the only ways Nice or priority change)
+        self._col_submit = np.zeros(0, np.float64)
+        self._col_acct = np.zeros(0, np.int64)
+        self._col_nice = np.zeros(0, np.int64)
+        self._col_prio = np.zeros(0, np.int64)
+        self._col_base = np.zeros(0, np.int64)
+        self._col_demand = np.zeros(0, np.float64)  # GPUs x fraction
+        self._acct_no: dict[str, int] = {}
 
     # ------------------------------------------------------------------ priority
 
@@ -96,50 +110,93 @@ class SlurmScheduler:
                     self.usage[acct] = self.usage.get(acct, 0.0) + self._billing(job) * dt
         self.sim.ended_since_calc.clear()
         self.last_calc = now
-        jobs = list(self.sim.pending.values())
-        accounts = [j.trace.account for j in jobs]
-        self._factors(set(accounts))
-        if jobs:
-            self._reprioritize_all(jobs, accounts, now)
+        self._refresh_columns()
+        idx = self.sim.pending.indexes()
+        present = set(np.unique(self._col_acct[idx]).tolist())
+        self._factors({a for a, no in self._acct_no.items() if no in present})
+        if len(idx):
+            self._reprioritize_all(idx, now)
 
-    def _reprioritize_all(self, jobs: list[SimJob], accounts: list[str], now: float) -> None:
-        """prioritize() for every pending job at once (numpy, the same float arithmetic), then
-        the cached order rebuilt in one sort: with a deep queue (~10^4 jobs) this was most of a
-        simulation's time when done job by job."""
-        cfg, n = self.config, len(jobs)
-        fs_of = self.fs_factor
-        submit = np.fromiter((j.trace.submit_s for j in jobs), np.float64, n)
-        fs = np.fromiter((fs_of.get(a, 1.0) for a in accounts), np.float64, n)
-        nice = np.fromiter((j.nice for j in jobs), np.int64, n)
-        old = np.fromiter((j.priority for j in jobs), np.int64, n)
+    def _refresh_columns(self) -> None:
+        """Copy the numbers of jobs put in the queue or re-prioritised since into the columns."""
+        sim = self.sim
+        fresh = list(itertools.chain(sim.pending.entered, sim.reordered))
+        if not fresh:
+            return
+        top = max(j.idx for j in fresh)
+        if top >= len(self._col_submit):
+            size = max(2 * len(self._col_submit), top + 1, 1024)
+            for name in ("_col_submit", "_col_acct", "_col_nice", "_col_prio", "_col_base",
+                         "_col_demand"):
+                old = getattr(self, name)
+                grown = np.zeros(size, old.dtype)
+                grown[:len(old)] = old
+                setattr(self, name, grown)
+        for job in fresh:
+            self._set_columns(job)
+
+    def _set_columns(self, job: SimJob) -> None:
+        i, acct_no = job.idx, self._acct_no
+        self._col_submit[i] = job.trace.submit_s
+        self._col_acct[i] = acct_no.setdefault(job.trace.account, len(acct_no))
+        self._col_nice[i] = job.nice
+        self._col_prio[i] = job.priority
+        self._col_base[i] = job.prio_base
+        self._col_demand[i] = job.trace.num_gpus * job.trace.gpu_fraction
+
+    def pending_demand(self) -> dict[str, float]:
+        """GPUs (x fraction) asked for by each account's pending jobs (accounts with any)."""
+        self._refresh_columns()
+        idx = self.sim.pending.indexes()
+        accts, n = self._col_acct[idx], len(self._acct_no)
+        sums = np.bincount(accts, weights=self._col_demand[idx], minlength=n).tolist()
+        counts = np.bincount(accts, minlength=n).tolist()
+        return {a: sums[no] for a, no in self._acct_no.items() if counts[no]}
+
+    def _reprioritize_all(self, idx: np.ndarray, now: float) -> None:
+        """prioritize() for every pending job at once (numpy, the same float arithmetic, from
+        the columns), then the cached order rebuilt in one sort: with a deep queue (~10^4 jobs)
+        this was most of a simulation's time when done job by job."""
+        cfg = self.config
+        fs_by_no = np.ones(len(self._acct_no), np.float64)
+        for acct, no in self._acct_no.items():
+            fs_by_no[no] = self.fs_factor.get(acct, 1.0)
+        submit = self._col_submit[idx]
+        fs = fs_by_no[self._col_acct[idx]]
+        old = self._col_prio[idx]
         age = np.minimum(np.maximum(now - submit, 0.0) / cfg.max_age_s, 1.0)
         base = (cfg.weight_age * age + cfg.weight_fairshare * fs).astype(np.int64)
-        prio = np.maximum(base - nice, 1)  # as Slurm: priority 0 is kept for held jobs
-        for job, b in zip(jobs, base.tolist(), strict=True):
-            job.prio_base = b
+        prio = np.maximum(base - self._col_nice[idx], 1)  # as Slurm: priority 0 is kept for held jobs
+        by_idx = self.sim.by_idx
+        new_base = np.flatnonzero(base != self._col_base[idx])
+        if len(new_base):
+            for i, b in zip(idx[new_base].tolist(), base[new_base].tolist(), strict=True):
+                by_idx[i].prio_base = b
+            self._col_base[idx[new_base]] = base[new_base]
         changed = np.flatnonzero(prio != old)
         if not len(changed):
             return
-        new = prio.tolist()
-        for i in changed.tolist():
-            job = jobs[i]
-            job.priority = new[i]
+        for i, p in zip(idx[changed].tolist(), prio[changed].tolist(), strict=True):
+            job = by_idx[i]
+            job.priority = p
             job.view = None
+        self._col_prio[idx[changed]] = prio[changed]
         self.sim.state_version += 1
-        self._rebuild(jobs)
+        self._rebuild(idx)
 
-    def _rebuild(self, jobs: list[SimJob]) -> None:
-        """The cached order of `jobs` (every pending job) from scratch, by the unique key
-        (-priority, submit time, index): one numpy sort instead of ~10^4 Python key tuples."""
-        n = len(jobs)
-        neg = np.fromiter((-j.priority for j in jobs), np.int64, n)
-        submit = np.fromiter((j.trace.submit_s for j in jobs), np.float64, n)
-        idx = np.fromiter((j.idx for j in jobs), np.int64, n)
-        order = np.lexsort((idx, submit, neg)).tolist()
-        self._keys = list(zip(neg[order].tolist(), submit[order].tolist(), idx[order].tolist(),
-                              strict=True))
-        self._queue = [jobs[i] for i in order]
-        self._cached = {k[2]: k for k in self._keys}
+    def _rebuild(self, idx: np.ndarray) -> None:
+        """The cached order of every pending job (`idx`: their indexes) from scratch, by the
+        unique key (-priority, submit time, index): one numpy sort, not ~10^4 Python tuples."""
+        self._refresh_columns()
+        neg = -self._col_prio[idx]
+        submit = self._col_submit[idx]
+        order = np.lexsort((idx, submit, neg))
+        keys = list(zip(neg[order].tolist(), submit[order].tolist(), idx[order].tolist(),
+                        strict=True))
+        self._keys = keys
+        by_idx = self.sim.by_idx
+        self._queue = [by_idx[i] for i in idx[order].tolist()]
+        self._cached = {k[2]: k for k in keys}
         self._resort = False
         self.sim.reordered.clear()  # every pending job is in the order just built
         self.sim.pending.entered.clear()
@@ -173,6 +230,8 @@ class SlurmScheduler:
             self.sim.state_version += 1
             if job.idx in self._cached:
                 self.sim.reordered.append(job)
+        if job.idx < len(self._col_prio):  # else it is new, in the queue's `entered`
+            self._set_columns(job)
 
     def order(self) -> list[SimJob]:
         """Pending jobs, highest priority first (then submit time, then id)."""
@@ -195,8 +254,9 @@ class SlurmScheduler:
         """Bring the cached order up to date with jobs put in the queue and key changes."""
         sim = self.sim
         moved, entered = sim.reordered, sim.pending.entered
+        self._refresh_columns()
         if self._resort or len(moved) + len(entered) > max(64, len(self._queue) // 16):
-            self._rebuild(list(sim.pending.values()))
+            self._rebuild(sim.pending.indexes())
         else:
             keys, queue, cached = self._keys, self._queue, self._cached
             for job in itertools.chain(moved, entered):  # a requeued job may still have an entry
@@ -248,6 +308,8 @@ class SlurmScheduler:
     def backfill(self, now: float) -> int:
         """One backfill pass; returns how many jobs started."""
         sim = self.sim
+        if not sim.any_room():
+            return 0  # no job can start, and a pass changes nothing else (reservations are its own)
         ends: dict[str, list[float]] = {t: [] for t in sim.type_order}
         gpus: dict[str, list[tuple[float, int]]] = {t: [] for t in sim.type_order}
         for job in sim.running.values():
@@ -283,6 +345,8 @@ class SlurmScheduler:
                     started += 1
                     placed = True
                     break
+            if placed and not sim.any_room():
+                break
             if placed or not types:
                 continue
             need = 1 if frac else job.trace.num_gpus

@@ -13,6 +13,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from slurm_hase.policy.common import fast_types, parse_features
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.sim.cluster import ClusterSpec
@@ -75,15 +77,33 @@ class SimJob:
 
 class PendingQueue(dict[str, SimJob]):
     """The pending jobs by id. Remembers every job put in (submitted or requeued) in `entered`,
-    which the scheduler drains to keep its cached priority order (sched.py) up to date."""
+    which the scheduler drains to keep its cached priority order (sched.py) up to date, and
+    marks the pending jobs' indexes in a numpy mask (`indexes()`, for whole-queue passes)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.entered: list[SimJob] = []
+        self._mask = np.zeros(1024, np.bool_)
 
     def __setitem__(self, key: str, job: SimJob) -> None:
+        old = self.get(key)
+        if old is not None:
+            self._mask[old.idx] = False
         super().__setitem__(key, job)
+        if job.idx >= len(self._mask):
+            grown = np.zeros(max(2 * len(self._mask), job.idx + 1), np.bool_)
+            grown[:len(self._mask)] = self._mask
+            self._mask = grown
+        self._mask[job.idx] = True
         self.entered.append(job)
+
+    def __delitem__(self, key: str) -> None:
+        self._mask[self[key].idx] = False
+        super().__delitem__(key)
+
+    def indexes(self) -> np.ndarray:
+        """Indexes (SimJob.idx) of the pending jobs, ascending."""
+        return np.flatnonzero(self._mask)
 
 
 class SimCluster:
@@ -193,6 +213,11 @@ class SimCluster:
                 return True
             return self.type_free[gtype] >= 1
         return self.type_free[gtype] >= job.trace.num_gpus
+
+    def any_room(self) -> bool:
+        """Whether any job could start at all: a free GPU, or room on an MPS-shared one."""
+        return (any(self.type_free.values())
+                or any(g.used < 1.0 - 1e-9 for gpus in self.shared.values() for g in gpus))
 
     def start(self, job: SimJob, gtype: str, now: float) -> None:
         """Allocate GPUs of `gtype` and start the job (caller checked fits_now)."""

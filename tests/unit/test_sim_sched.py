@@ -127,3 +127,48 @@ def test_recalc_of_every_job_at_once_equals_prioritize_job_by_job(table: Through
     assert {j.job_id: (j.priority, j.prio_base) for j in sim.pending.values()} == vectorised
     assert any(p == 1 for p, _ in vectorised.values())  # the floor was exercised
     assert _ids(sched.order()) == _fresh(sim)
+
+
+def test_recalc_after_nice_updates_and_a_requeue_keeps_the_columns_in_step(table: ThroughputTable) -> None:
+    # recalc reads Nice and priority from numpy columns refreshed from the jobs put in the queue
+    # and the jobs re-prioritised since; a stale column would give a wrong priority here
+    sim, sched = _setup(table, gpus=2, n=12)
+    sched.recalc(100.0)
+    sched.main(100.0)  # two jobs start
+    sim.update_job("5", JobUpdate(nice=-3000))
+    sched.order()  # the incremental sync path drains `reordered`
+    sim.update_job("7", JobUpdate(nice=400))
+    sim.now = 200.0
+    sim.requeue("0")  # back in the queue: `entered`
+    now = 2 * 86400.0
+    sched.recalc(now)
+    vectorised = {j.job_id: (j.priority, j.prio_base) for j in sim.pending.values()}
+    for job in sim.pending.values():
+        sched.prioritize(job, now)
+    assert {j.job_id: (j.priority, j.prio_base) for j in sim.pending.values()} == vectorised
+    assert _ids(sched.order()) == _fresh(sim)
+    assert _ids(sched.order())[0] == "5"
+
+
+def test_pending_indexes_and_demand_follow_the_queue(table: ThroughputTable) -> None:
+    sim = SimSlurm(uniform_cluster({"v100": 4}, gpus_per_node=1), table)
+    sched = SlurmScheduler(sim, SlurmConfig(), {})
+    for i in range(2000):  # past the mask's first size
+        sim.add(_job(i, float(i), acct="abc"[i % 3], gpus=1 + i % 2), float(i))
+    for jid in ("3", "1999"):
+        sim.start(sim.jobs_by_id[jid], "v100", 5.0)
+    sim.cancel("10")
+    assert sim.pending.indexes().tolist() == sorted(j.idx for j in sim.pending.values())
+    want: dict[str, float] = {}
+    for j in sim.pending.values():
+        want[j.trace.account] = want.get(j.trace.account, 0.0) + j.trace.num_gpus
+    assert sched.pending_demand() == want
+
+
+def test_backfill_with_no_free_gpu_starts_nothing_and_returns_early(table: ThroughputTable) -> None:
+    sim, sched = _setup(table, gpus=2, n=5)
+    assert sched.main(10.0) == 2
+    assert not sim.any_room()
+    assert sched.backfill(20.0) == 0
+    sim.finish_until(10.0 + 3600.0 * 10)  # the two running jobs end: room again
+    assert sim.any_room() and sched.backfill(40000.0) == 2
