@@ -252,7 +252,8 @@ class Predictor:
         if self.completion is not None or self.completion_multi is not None:
             gkeys = [s.key for s in specs]
             wkeys = [self.cf_row(d, m) for d, m in zip(first, mkeys, strict=True)]
-            ctxs = [context_key(d.corunner_gflops, d.num_gpus) for d in first]
+            ctxs = [context_key(d.corunner_gflops, d.num_gpus) if w is not None else ""
+                    for d, w in zip(first, wkeys, strict=True)]
             scores = scores + self.cf_shifts(wkeys, ctxs, mkeys,
                                              gkeys, scores.reshape(len(uniq), k)).reshape(-1)
         if q == "p90":  # P90 = P50 + the residual quantile
