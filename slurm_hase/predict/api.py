@@ -167,6 +167,7 @@ class Predictor:
             spec = resolve_gpu(name)
             p50, p90 = self._one(job, spec, desc.precision, self.unseen(mkey), cf)
             p50 *= self.factor(mkey, spec.key)
+            p90 = max(p90, p50)  # a quantile above the median, calibration included
             it = desc.iterations
             out[name] = Prediction(
                 gpu_type=spec.key,
@@ -256,11 +257,16 @@ class Predictor:
                     for d, w in zip(first, wkeys, strict=True)]
             scores = scores + self.cf_shifts(wkeys, ctxs, mkeys,
                                              gkeys, scores.reshape(len(uniq), k)).reshape(-1)
-        if q == "p90":  # P90 = P50 + the residual quantile
-            scores = scores + self._raw(x, "p90")
+        median = scores
+        if q == "p90":  # P90 = P50 + the residual quantile, never below the P50 (as predict())
+            scores = scores + np.maximum(self._raw(x, "p90"), 0.0)
         times = np.exp(base + scores).reshape(len(uniq), k)
-        if q == "p50" and self.factors:
-            times *= self._factor_matrix(mkeys, [s.key for s in specs])
+        if self.factors:
+            factor = self._factor_matrix(mkeys, [s.key for s in specs])
+            if q == "p50":
+                times *= factor
+            else:
+                times = np.maximum(times, np.exp(base + median).reshape(len(uniq), k) * factor)
         return np.asarray(times[np.asarray(inverse, dtype=np.int64)])
 
     def _factor_matrix(self, model_keys: Sequence[str], gpu_keys: Sequence[str]) -> np.ndarray[Any, Any]:

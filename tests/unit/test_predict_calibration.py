@@ -165,3 +165,20 @@ def test_unseen_models_use_the_regularised_booster(model: Predictor) -> None:
     assert model.predict_many([d], ["v100"])[0, 0] == pytest.approx(got, rel=1e-9)
     with pytest.raises(PredictorError, match="unknown booster"):
         Predictor(boosters={**model.boosters, "p77": model.boosters["p50"]})
+
+
+def test_p90_stays_above_a_calibrated_p50_in_single_and_bulk_predictions(model: Predictor) -> None:
+    # a calibration factor > 1 lifts the P50 above the trees' P90: both paths must then report
+    # the P50 as the P90 (a quantile is never below the median), and agree with each other
+    scaled = Predictor(boosters=model.boosters, meta=model.meta, known=model.known,
+                       factors={lv: 1.5 + 0.5 * i for i, lv in enumerate(LEVELS)})
+    descs = [WorkloadDescriptor(gflops_per_iter=777.0, params_m=20.0, batch_size=32),
+             WorkloadDescriptor(model="resnet18-cifar", batch_size=32),
+             WorkloadDescriptor(model="resnet18-cifar", batch_size=32, corunner_gflops=(50.0,))]
+    gpus = ["k80", "p100", "v100", "h100", "rtx2080ti"]
+    p50, p90 = scaled.predict_many_q(descs, gpus, "p50"), scaled.predict_many_q(descs, gpus, "p90")
+    assert (p90 >= p50).all() and (p90 == p50).any()  # the clamp was exercised
+    for i, d in enumerate(descs):
+        single = scaled.predict(d, gpus)
+        assert list(p90[i]) == pytest.approx([single[g].iter_time_p90 for g in gpus], rel=1e-9)
+        assert all(single[g].iter_time_p90 >= single[g].iter_time_p50 for g in gpus)
