@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from slurm_hase.errors import PolicyError
 from slurm_hase.policy.common import NICE_MAX
 from slurm_hase.policy.fair import FairPolicy
 from slurm_hase.policy.gavel import GavelPolicy
@@ -222,6 +223,27 @@ def test_fair_routes_only_the_head_and_parks_the_rest_at_the_top_nice() -> None:
     assert ds["4"].gpu_types is None  # already constrained: kept
     whole = {d.job_id: d for d in FairPolicy(horizon=0.0, rotate=0.0).decide(st)}
     assert all((whole[j].nice or 0) < NICE_MAX for j in whole)
+
+
+def test_fair_exact_depth_orders_the_first_jobs_as_the_whole_queue_would() -> None:
+    # exact_depth 3: the first 3 jobs of the fair order get the Nice order and types they get
+    # when the whole queue is ordered; the rest wait behind them at the top Nice
+    busy = {"a100": GpuPool("a100", 1, 0), "t4": GpuPool("t4", 1, 0)}
+    pend = [job(str(i), acct="ab"[i % 2], submit=float(i), rt={"a100": 100.0 + 10 * i, "t4": 900.0})
+            for i in range(7)]
+    st = ClusterState(0.0, busy, pend, [], usage={"a": 500.0})
+    whole = FairPolicy(exact_depth=0, rotate=0.0).decide(st)
+    cut = FairPolicy(exact_depth=3, rotate=0.0).decide(st)
+    order = [d.job_id for d in sorted(whole, key=lambda d: (d.nice or 0, d.job_id))]
+    head, tail = order[:3], order[3:]
+    by_id = {d.job_id: d for d in cut}
+    assert sorted(head, key=lambda j: (by_id[j].nice or 0, j)) == head
+    assert all(by_id[j].gpu_types == {d.job_id: d for d in whole}[j].gpu_types for j in head)
+    assert max(by_id[j].nice or 0 for j in head) < NICE_MAX
+    assert all(by_id[j].nice == NICE_MAX for j in tail)
+    assert FairPolicy().exact_depth == 2000  # the default: well above Slurm's bf_max_job_test
+    with pytest.raises(PolicyError, match="exact_depth"):
+        FairPolicy(exact_depth=-1)
 
 
 def test_fair_memo_gives_the_same_decisions_as_a_fresh_policy() -> None:
