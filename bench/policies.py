@@ -1,6 +1,6 @@
 """Policy benchmark: every policy on the same real traces and loads; one table, one plot.
 
-    .venv/bin/python bench/policies.py                 # Philly, all policies, seeds 0,1,2 (~10 min)
+    .venv/bin/python bench/policies.py                 # Philly, all policies, seeds 0,1,2 (~6 min)
     .venv/bin/python bench/policies.py --scenario philly-3type --scenario gavel-msr
     .venv/bin/python bench/policies.py --speed         # + 100,000 jobs on 2,000 GPUs (fifo)
     .venv/bin/python bench/policies.py --speed --speed-policy fifo --speed-policy fair
