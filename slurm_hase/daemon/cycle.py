@@ -72,6 +72,9 @@ class CycleConfig:
     requeue: bool = False
     requeue_max: int = 8  # requeues per cycle at most
     requeue_min_run_s: float = 600.0  # never requeue a job that started less than this ago
+    # How deep Slurm's passes look into the priority order (ClusterState.scheduler_depth; the
+    # daemon reads it from `scontrol show config` at start, the simulator from its SlurmConfig).
+    scheduler_depth: int = 0
 
 
 @dataclass
@@ -156,7 +159,7 @@ def run_cycle(
     state, pending_ids, by_type = _build_state(jobs, nodes, estimator, {}, shares, started,
                                                config, cache)
     ledger.observe(state.running, started)
-    state = replace(state, usage=ledger.usage())
+    state = replace(state, usage=ledger.usage(), scheduler_depth=config.scheduler_depth)
     decisions = policy.decide(state)
     skipped: list[tuple[str, str]] = []
     capacity = cache.summary[1] if cache.summary is not None else None

@@ -16,7 +16,15 @@ from slurm_hase.errors import (
     SlurmError,
     SlurmUnavailableError,
 )
-from slurm_hase.slurm.types import AccountingRecord, Job, JobState, JobUpdate, Node, Partition
+from slurm_hase.slurm.types import (
+    AccountingRecord,
+    Job,
+    JobState,
+    JobUpdate,
+    Node,
+    Partition,
+    SchedulerDepths,
+)
 
 
 class FakeBackend:
@@ -37,6 +45,7 @@ class FakeBackend:
         self._index: dict[str, int] = {}
         self._lock = threading.RLock()
         self.accepts_lists = False  # like scontrol's jobid=1,2,3 (all-or-error here)
+        self.depths = SchedulerDepths()  # Slurm's defaults
 
     def _check(self, what: str) -> None:
         self.calls += 1
@@ -69,6 +78,10 @@ class FakeBackend:
     def account_shares(self) -> dict[str, float]:
         self._check("sshare")
         return dict(self.shares)
+
+    def scheduler_depths(self) -> SchedulerDepths:
+        self._check("scontrol")
+        return self.depths
 
     def submit(self, args: Sequence[str], script: str | None = None) -> str:
         raise NotImplementedError("FakeBackend does not submit")

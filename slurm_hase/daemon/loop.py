@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from slurm_hase.daemon.cycle import (
     Clock,
@@ -25,6 +25,7 @@ from slurm_hase.policy.types import Policy
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.tres import mps_from_tres
+from slurm_hase.slurm.types import SchedulerDepths
 from slurm_hase.store.state import CycleRow, DecisionRow, StateStore
 
 log = logging.getLogger("slurm_hase.daemon")
@@ -54,6 +55,8 @@ class Daemon:
         self.clock = clock
         self.store = store
         self.config = cycle_config
+        if cycle_config.scheduler_depth <= 0:
+            self.config = replace(cycle_config, scheduler_depth=self._scheduler_depth())
         self.settings = settings
         self.fixed_shares = dict(shares or {})
         self.metrics = metrics or Metrics()
@@ -63,6 +66,18 @@ class Daemon:
         self.ledger = self._load_ledger()
         self.owned: dict[str, OwnedAttrs] = {
             jid: OwnedAttrs(n, f) for jid, (n, f) in store.owned().items()}
+
+    def _scheduler_depth(self) -> int:
+        """How deep slurmctld's passes look (SchedulerParameters); Slurm's defaults when it
+        cannot be read now (the policies then assume bf_max_job_test = 500)."""
+        try:
+            depths = self.backend.scheduler_depths()
+        except SlurmError as exc:
+            log.warning("cannot read SchedulerParameters (%s); assuming Slurm's defaults", exc)
+            depths = SchedulerDepths()
+        log.info("slurmctld looks %d jobs deep (backfill) and %d (main scheduler)",
+                 depths.backfill, depths.main)
+        return max(depths.backfill, depths.main)
 
     def _load_ledger(self) -> UsageLedger:
         snap = self.store.latest_usage()

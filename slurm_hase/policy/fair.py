@@ -159,7 +159,8 @@ class FairPolicy:
     # scheduler beyond default_queue_depth (100), so a depth well above those plus the jobs
     # that start in one cycle leaves what Slurm starts unchanged, while a queue of 10^4 jobs
     # costs a cycle no more routing, ordering and Nice updates than one of `exact_depth` jobs.
-    # A site with a larger bf_max_job_test should raise it (docs/daemon.md).
+    # It is raised to twice the depth Slurm's passes look at where the state says (the daemon
+    # reads SchedulerParameters at start), so a site with a larger bf_max_job_test is covered.
     exact_depth: float = 2000.0
     age_tau_s: float = 7200.0
     # Requeue opted-in running jobs for under-served accounts (policy/rotate.py): 0 = never.
@@ -256,7 +257,10 @@ class FairPolicy:
                 if self.route_by_level > 0 or self.floor > 0 or self.idle_fill > 0 else None)
         if acct is not None and self.floor > 0:
             order = floor_first(order, acct, self.floor)
-        head = head_of(order, state, self.horizon, int(self.exact_depth))
+        depth = int(self.exact_depth)
+        if depth > 0:  # never shallower than twice what Slurm's own passes look at
+            depth = max(depth, 2 * state.scheduler_depth)
+        head = head_of(order, state, self.horizon, depth)
         filled: set[str] = set()  # idle-filled jobs go first: they start now
         routed = route_types(head, usable, state, self.tolerance,
                              acct if self.route_by_level > 0 else None, fill=self.idle_fill,

@@ -79,6 +79,9 @@ class ClusterState:
     shares: Mapping[str, float] = field(default_factory=dict)
     # Decayed normalised GPU service each account has received (GPU-seconds * fraction * speed).
     usage: Mapping[str, float] = field(default_factory=dict)
+    # How many jobs of Slurm's priority order its scheduling passes look at (bf_max_job_test,
+    # default_queue_depth: the larger); 0 = not known.
+    scheduler_depth: int = 0
 
 
 @dataclass(frozen=True)

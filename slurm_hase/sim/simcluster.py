@@ -20,7 +20,7 @@ from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.sim.cluster import ClusterSpec
 from slurm_hase.sim.throughput import ThroughputTable
 from slurm_hase.sim.traces import TraceJob
-from slurm_hase.slurm.types import GpuRequest, Job, JobState, Node
+from slurm_hase.slurm.types import GpuRequest, Job, JobState, Node, SchedulerDepths
 
 
 @dataclass(eq=False)
@@ -147,6 +147,7 @@ class SimCluster:
         self.changed = True  # something the scheduler should look at happened
         self.state_version = 0  # bumped on every change a scheduling pass could react to
         self.job_set_version = 0  # bumped on every start and end
+        self.depths = SchedulerDepths()  # what sched.py's passes look at (the engine sets it)
 
     # ------------------------------------------------------------------ job lifecycle
 

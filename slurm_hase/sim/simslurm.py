@@ -20,6 +20,7 @@ from slurm_hase.slurm.types import (
     JobUpdate,
     Node,
     Partition,
+    SchedulerDepths,
 )
 
 __all__ = ["PARTITION", "PendingQueue", "SharedGpu", "SimJob", "SimSlurm"]
@@ -104,6 +105,9 @@ class SimSlurm(SimCluster):
 
     def account_shares(self) -> dict[str, float]:
         return dict(self.spec.shares)
+
+    def scheduler_depths(self) -> SchedulerDepths:
+        return self.depths
 
     def submit(self, args: Sequence[str], script: str | None = None) -> str:
         raise SlurmCommandError(["sbatch", *args], 1, "SimSlurm: submit trace jobs with add()")

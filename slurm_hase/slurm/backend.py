@@ -6,7 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from slurm_hase.slurm.types import AccountingRecord, Job, JobUpdate, Node, Partition
+from slurm_hase.slurm.types import (
+    AccountingRecord,
+    Job,
+    JobUpdate,
+    Node,
+    Partition,
+    SchedulerDepths,
+)
 
 
 class SlurmBackend(Protocol):
@@ -25,6 +32,8 @@ class SlurmBackend(Protocol):
     ) -> list[AccountingRecord]: ...
 
     def account_shares(self) -> dict[str, float]: ...
+
+    def scheduler_depths(self) -> SchedulerDepths: ...
 
     def submit(self, args: Sequence[str], script: str | None = None) -> str: ...
 

@@ -23,10 +23,20 @@ from slurm_hase.slurm.parse_text import (
     parse_scontrol_jobs,
     parse_scontrol_nodes,
     parse_scontrol_partitions,
+    parse_show_config,
     parse_version,
+    scheduler_depths,
 )
 from slurm_hase.slurm.runner import CommandResult, Runner
-from slurm_hase.slurm.types import AccountingRecord, Job, JobState, JobUpdate, Node, Partition
+from slurm_hase.slurm.types import (
+    AccountingRecord,
+    Job,
+    JobState,
+    JobUpdate,
+    Node,
+    Partition,
+    SchedulerDepths,
+)
 
 UNAVAILABLE_MARKERS = (
     "Unable to contact slurm controller",
@@ -136,6 +146,10 @@ class CommandBackend:
 
     def account_shares(self) -> dict[str, float]:
         return parse_sacctmgr_shares(self._run(commands.sacctmgr_shares()))
+
+    def scheduler_depths(self) -> SchedulerDepths:
+        """How deep slurmctld's main and backfill passes look (``scontrol show config``)."""
+        return scheduler_depths(parse_show_config(self._run(commands.show_config())))
 
     def submit(self, args: Sequence[str], script: str | None = None) -> str:
         """sbatch; returns the new job id."""

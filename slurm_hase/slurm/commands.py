@@ -81,6 +81,11 @@ def show_partitions() -> list[str]:
     return ["scontrol", "show", "partition", "-o"]
 
 
+def show_config() -> list[str]:
+    """``scontrol show config``: ``Key = value`` lines (the same on every version)."""
+    return ["scontrol", "show", "config"]
+
+
 def update_job(job_id: str, update: JobUpdate) -> list[str]:
     """``scontrol update jobid=N Key=value...`` for the fields set in `update`."""
     argv = ["scontrol", "update", f"jobid={job_id}"]

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from slurm_hase.errors import SlurmParseError
 from slurm_hase.slurm import hostlist
 from slurm_hase.slurm.tres import gpu_request, gpus_from_tres, mps_from_tres, node_gres_counts
-from slurm_hase.slurm.types import Job, JobState, Node, Partition
+from slurm_hase.slurm.types import Job, JobState, Node, Partition, SchedulerDepths
 
 _KEY = re.compile(r"(?:(?<=\s)|^)([A-Z][A-Za-z0-9_:/]*)=")
 _NULLS = {"(null)", "N/A"}
@@ -240,3 +241,40 @@ def parse_sacctmgr_shares(raw: str) -> dict[str, float]:
             if share.lower() != "parent":
                 raise SlurmParseError("sacctmgr shares", f"bad share {share!r}") from None
     return shares
+
+
+def parse_show_config(raw: str) -> dict[str, str]:
+    """``scontrol show config``: each ``Key = value`` line (header, section titles and the
+    controller status line have no ``=`` and are skipped; the first of a repeated key wins)."""
+    out: dict[str, str] = {}
+    for line in raw.splitlines():
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if sep and key and " " not in key:
+            out.setdefault(key, value.strip())
+    return out
+
+
+def scheduler_depths(config: Mapping[str, str]) -> SchedulerDepths:
+    """bf_max_job_test and default_queue_depth from SchedulerParameters (Slurm's defaults,
+    500 and 100, where unset; no backfill depth unless SchedulerType is sched/backfill)."""
+    params: dict[str, str] = {}
+    raw = config.get("SchedulerParameters", "")
+    if raw and raw != "(null)":
+        for item in raw.split(","):
+            key, sep, value = item.partition("=")
+            if sep:
+                params[key.strip()] = value.strip()
+
+    def depth(name: str, default: int) -> int:
+        value = params.get(name)
+        if value is None:
+            return default
+        if not value.isdigit():
+            raise SlurmParseError("scontrol show config", f"SchedulerParameters {name}={value!r} is not a count")
+        return int(value)
+
+    backfill = depth("bf_max_job_test", SchedulerDepths.backfill)
+    if config.get("SchedulerType", "sched/backfill") != "sched/backfill":
+        backfill = 0
+    return SchedulerDepths(backfill=backfill, main=depth("default_queue_depth", SchedulerDepths.main))

@@ -156,3 +156,11 @@ class JobUpdate:
     def is_empty(self) -> bool:
         return all(v is None for v in (self.nice, self.features, self.tres_per_job,
                                        self.tres_per_node, self.comment))
+
+
+@dataclass(frozen=True)
+class SchedulerDepths:
+    """How many jobs of the priority-ordered queue slurmctld looks at (SchedulerParameters)."""
+
+    backfill: int = 500  # bf_max_job_test per backfill pass (0: SchedulerType is not backfill)
+    main: int = 100  # default_queue_depth per event-triggered main pass

@@ -13,6 +13,7 @@ from slurm_hase.errors import HaseError, JobNotFoundError, SlurmCommandError
 from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.tres import format_gpu_tres
 from slurm_hase.slurm.types import AccountingRecord, GpuRequest, Job, JobState, JobUpdate
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.slurm
 T = TypeVar("T")
@@ -146,3 +147,12 @@ def test_short_job_runs_and_is_accounted_with_gpu_type(slurm_backend: CommandBac
     assert rec.alloc_gpus == {"a100": 1}
     assert rec.nodes.startswith("a100-") and rec.exit_code == "0:0"
     assert rec.elapsed_s >= 1 and rec.start_time and rec.end_time
+
+
+def test_scheduler_depths_live(slurm_backend: CommandBackend) -> None:
+    # the local cluster's slurm.conf (templates/slurm.conf.j2) sets SchedulerParameters without
+    # either depth: Slurm's defaults, read back through scontrol show config
+    conf = (REPO / "templates" / "slurm.conf.j2").read_text()
+    assert "SchedulerParameters=" in conf and "bf_max_job_test" not in conf
+    depths = slurm_backend.scheduler_depths()
+    assert (depths.backfill, depths.main) == (500, 100)

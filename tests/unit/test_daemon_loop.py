@@ -17,7 +17,7 @@ from slurm_hase.daemon.loop import Daemon, LoopSettings
 from slurm_hase.daemon.metrics import Metrics, serve_metrics
 from slurm_hase.daemon.reset import reset_decisions
 from slurm_hase.policy.types import ClusterState, Decision
-from slurm_hase.slurm.types import GpuRequest, Job, JobState, JobUpdate
+from slurm_hase.slurm.types import GpuRequest, Job, JobState, JobUpdate, SchedulerDepths
 from slurm_hase.store.state import StateStore
 
 
@@ -76,6 +76,47 @@ def test_records_cycle_decisions_and_ownership(tmp_path: Path) -> None:
     # a restarted daemon knows what it owns
     d2 = Daemon(fb, NiceEverything(), Est(), Clock(), store, CycleConfig(), d.settings)
     assert d2.owned == {"1": OwnedAttrs(40, "a100")}
+
+
+class SeesDepth:
+    name = "depth"
+    summary = "records the scheduler depth its state carries"
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def decide(self, state: ClusterState) -> list[Decision]:
+        self.seen.append(state.scheduler_depth)
+        return []
+
+
+def test_reads_slurms_scheduler_depth_once_and_hands_it_to_the_policy(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    fb = FakeBackend([pjob("1")], [gpu_node("a1", "a100")])
+    fb.depths = SchedulerDepths(backfill=5000, main=250)
+    pol = SeesDepth()
+    settings = LoopSettings(interval_s=30, half_life_s=60)
+    d = Daemon(fb, pol, Est(), Clock(), StateStore(tmp_path / "s.db"), CycleConfig(), settings,
+               shares={"a": 1.0})
+    d.step()
+    d.step()
+    assert pol.seen == [5000, 5000]
+    # slurmctld down at start: Slurm's defaults, said in the log; the daemon still starts
+    fb.unavailable = True
+    with caplog.at_level(logging.WARNING, logger="slurm_hase.daemon"):
+        d2 = Daemon(fb, pol, Est(), Clock(), StateStore(tmp_path / "s2.db"), CycleConfig(),
+                    settings, shares={"a": 1.0})
+    assert d2.config.scheduler_depth == 500 and "SchedulerParameters" in caplog.text
+    # an explicit depth in the cycle config is kept, and Slurm is not asked
+    fb.unavailable = False
+
+    def not_asked() -> SchedulerDepths:
+        raise AssertionError("scheduler_depths() called although the config sets the depth")
+
+    fb.scheduler_depths = not_asked  # type: ignore[method-assign]
+    d3 = Daemon(fb, pol, Est(), Clock(), StateStore(tmp_path / "s3.db"),
+                CycleConfig(scheduler_depth=42), settings, shares={"a": 1.0})
+    assert d3.config.scheduler_depth == 42
 
 
 def test_dry_run_records_planned_only(tmp_path: Path) -> None:

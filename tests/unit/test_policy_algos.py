@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -241,6 +243,11 @@ def test_fair_exact_depth_orders_the_first_jobs_as_the_whole_queue_would() -> No
     assert all(by_id[j].gpu_types == {d.job_id: d for d in whole}[j].gpu_types for j in head)
     assert max(by_id[j].nice or 0 for j in head) < NICE_MAX
     assert all(by_id[j].nice == NICE_MAX for j in tail)
+    # Slurm looking 3 jobs deep: the depth is raised to twice that (6), the whole queue here
+    deep = FairPolicy(exact_depth=3, rotate=0.0).decide(replace(st, scheduler_depth=3))
+    assert [(d.job_id, d.nice, d.gpu_types) for d in deep] == [
+        (d.job_id, d.nice, d.gpu_types) for d in FairPolicy(exact_depth=6, rotate=0.0).decide(st)]
+    assert all((d.nice or 0) < NICE_MAX for d in deep[:6])
     assert FairPolicy().exact_depth == 2000  # the default: well above Slurm's bf_max_job_test
     with pytest.raises(PolicyError, match="exact_depth"):
         FairPolicy(exact_depth=-1)

@@ -17,7 +17,7 @@ from slurm_hase.slurm import commands
 from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.runner import CommandResult
-from slurm_hase.slurm.types import JobUpdate
+from slurm_hase.slurm.types import JobUpdate, SchedulerDepths
 from tests.conftest import slurm_capture
 
 
@@ -169,3 +169,28 @@ def test_other_failures_are_command_errors_with_argv_and_stderr() -> None:
     assert type(info.value) is SlurmCommandError
     assert info.value.argv == list(argv) and info.value.stderr == err
     assert info.value.returncode == 1
+
+
+@pytest.mark.parametrize("v", ["22.05", "24.11"])
+def test_scheduler_depths_from_show_config(fixtures_dir: Path, v: str) -> None:
+    # both captured clusters leave SchedulerParameters unset: Slurm's defaults
+    runner = FakeRunner({tuple(commands.show_config()): ok(cap(fixtures_dir, v, "scontrol-show-config.txt"))})
+    assert CommandBackend(runner).scheduler_depths() == SchedulerDepths(backfill=500, main=100)
+    assert runner.calls == [(("scontrol", "show", "config"), None)]
+
+
+def test_scheduler_depths_follow_scheduler_parameters(fixtures_dir: Path) -> None:
+    real = cap(fixtures_dir, "24.11", "scontrol-show-config.txt")
+    tuned = real.replace("SchedulerParameters     = (null)",
+                         "SchedulerParameters     = bf_continue,bf_max_job_test=5000,default_queue_depth=250")
+    assert tuned != real
+    backend = CommandBackend(FakeRunner({tuple(commands.show_config()): ok(tuned)}))
+    assert backend.scheduler_depths() == SchedulerDepths(backfill=5000, main=250)
+    builtin = real.replace("SchedulerType           = sched/backfill", "SchedulerType           = sched/builtin")
+    assert builtin != real
+    backend = CommandBackend(FakeRunner({tuple(commands.show_config()): ok(builtin)}))
+    assert backend.scheduler_depths() == SchedulerDepths(backfill=0, main=100)
+    bad = real.replace("SchedulerParameters     = (null)", "SchedulerParameters     = bf_max_job_test=lots")
+    backend = CommandBackend(FakeRunner({tuple(commands.show_config()): ok(bad)}))
+    with pytest.raises(SlurmParseError, match="bf_max_job_test='lots'"):
+        backend.scheduler_depths()
