@@ -77,7 +77,7 @@ class Daemon:
             depths = SchedulerDepths()
         log.info("slurmctld looks %d jobs deep (backfill) and %d (main scheduler)",
                  depths.backfill, depths.main)
-        return max(depths.backfill, depths.main)
+        return depths.deepest
 
     def _load_ledger(self) -> UsageLedger:
         snap = self.store.latest_usage()

@@ -176,7 +176,8 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
     if spec.billing and not slurm_cfg.billing:
         slurm_cfg = SlurmConfig(**{**slurm_cfg.__dict__, "billing": dict(spec.billing)})
     sched = SlurmScheduler(sim, slurm_cfg, shares)
-    sim.depths = SchedulerDepths(backfill=slurm_cfg.bf_max_job_test, main=slurm_cfg.default_queue_depth)
+    sim.depths = depths = SchedulerDepths(backfill=slurm_cfg.bf_max_job_test,
+                                          main=slurm_cfg.default_queue_depth)
     policy = make_policy(config.policy, **config.knobs)
     # The Slurm baseline (fifo) decides nothing: Slurm runs as if the daemon were not installed,
     # and no cycle is simulated (its result could not differ; it only cost ~half the run time)
@@ -190,7 +191,7 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
     # priority at 1 never flattens the order.
     cycle_cfg = CycleConfig(nice_scale=(slurm_cfg.weight_age + slurm_cfg.weight_fairshare) // 10 + 1,
                             nice_zero=NICE_MAX, requeue=config.checkpoint_share > 0,
-                            scheduler_depth=max(sim.depths.backfill, sim.depths.main))
+                            scheduler_depth=depths.deepest)
     order = sorted(trace, key=lambda j: (j.submit_s, int(j.job_id) if j.job_id.isdigit() else 0))
     n, i = len(order), 0
     t0 = order[0].submit_s if order else 0.0

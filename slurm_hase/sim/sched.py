@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from slurm_hase.sim.simcluster import grown
 from slurm_hase.sim.simslurm import SimJob, SimSlurm
 
 
@@ -124,14 +125,9 @@ class SlurmScheduler:
         if not fresh:
             return
         top = max(j.idx for j in fresh)
-        if top >= len(self._col_submit):
-            size = max(2 * len(self._col_submit), top + 1, 1024)
-            for name in ("_col_submit", "_col_acct", "_col_nice", "_col_prio", "_col_base",
-                         "_col_demand"):
-                old = getattr(self, name)
-                grown = np.zeros(size, old.dtype)
-                grown[:len(old)] = old
-                setattr(self, name, grown)
+        for name in ("_col_submit", "_col_acct", "_col_nice", "_col_prio", "_col_base",
+                     "_col_demand"):
+            setattr(self, name, grown(getattr(self, name), top))
         for job in fresh:
             self._set_columns(job)
 
@@ -186,8 +182,8 @@ class SlurmScheduler:
 
     def _rebuild(self, idx: np.ndarray) -> None:
         """The cached order of every pending job (`idx`: their indexes) from scratch, by the
-        unique key (-priority, submit time, index): one numpy sort, not ~10^4 Python tuples."""
-        self._refresh_columns()
+        unique key (-priority, submit time, index): one numpy sort, not ~10^4 Python tuples.
+        The caller has refreshed the columns."""
         neg = -self._col_prio[idx]
         submit = self._col_submit[idx]
         order = np.lexsort((idx, submit, neg))

@@ -75,6 +75,15 @@ class SimJob:
         return self.trace.job_id
 
 
+def grown(array: np.ndarray, index: int) -> np.ndarray:
+    """`array`, or a copy at least twice as long (zero-filled) when `index` is past its end."""
+    if index < len(array):
+        return array
+    out = np.zeros(max(2 * len(array), index + 1, 1024), array.dtype)
+    out[:len(array)] = array
+    return out
+
+
 class PendingQueue(dict[str, SimJob]):
     """The pending jobs by id. Remembers every job put in (submitted or requeued) in `entered`,
     which the scheduler drains to keep its cached priority order (sched.py) up to date, and
@@ -90,10 +99,7 @@ class PendingQueue(dict[str, SimJob]):
         if old is not None:
             self._mask[old.idx] = False
         super().__setitem__(key, job)
-        if job.idx >= len(self._mask):
-            grown = np.zeros(max(2 * len(self._mask), job.idx + 1), np.bool_)
-            grown[:len(self._mask)] = self._mask
-            self._mask = grown
+        self._mask = grown(self._mask, job.idx)
         self._mask[job.idx] = True
         self.entered.append(job)
 

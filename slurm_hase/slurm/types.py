@@ -164,3 +164,8 @@ class SchedulerDepths:
 
     backfill: int = 500  # bf_max_job_test per backfill pass (0: SchedulerType is not backfill)
     main: int = 100  # default_queue_depth per event-triggered main pass
+
+    @property
+    def deepest(self) -> int:
+        """The furthest position in the priority order either pass reaches."""
+        return max(self.backfill, self.main)
