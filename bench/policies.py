@@ -4,6 +4,7 @@
     .venv/bin/python bench/policies.py --scenario philly-3type --scenario gavel-msr
     .venv/bin/python bench/policies.py --speed         # + 100,000 jobs on 2,000 GPUs (fifo)
     .venv/bin/python bench/policies.py --speed --speed-policy fifo --speed-policy fair
+    .venv/bin/python bench/policies.py --speed-only --speed-policy fair   # the speed run alone
     .venv/bin/python bench/policies.py --jobs 2000     # bigger window (~10 min)
 
 Writes bench/out/policies.md (table + must-show ratios), policies.csv, policies.json and
@@ -96,8 +97,17 @@ def _speed(data: Path, n: int, gpus: int, policy: str = "fifo") -> dict[str, Any
     # engine.simulate keeps the ~1M long-lived objects out of garbage collection while it runs
     _, m = run(jobs, spec, table, SimConfig(policy=policy, interval_s=60.0))
     return {"policy": policy, "jobs": m["jobs"], "gpus": spec.total_gpus, "sim_wall_s": m["wall_s"],
+            "cycles": m["cycles"], "updates": m["updates"],
             "total_wall_s": time.perf_counter() - t0,
             "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def _speed_line(sp: dict[str, Any]) -> str:
+    return (f"Speed ({sp['policy']}, daemon cycle every 60 s): {sp['jobs']} jobs on "
+            f"{sp['gpus']} GPUs simulated in {sp['sim_wall_s']:.0f} s "
+            f"({sp['total_wall_s']:.0f} s with loading), {sp['cycles']} daemon cycles, "
+            f"{sp['updates']} updates, max RSS {sp['max_rss_mb']:.0f} MB "
+            f"(target < 600 s, < 4096 MB)")
 
 
 def _fmt(row: dict[str, Any]) -> list[str]:
@@ -177,6 +187,8 @@ def main() -> int:
                     help="comma-separated seeds (arrival jitter); every policy runs on each")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--speed", action="store_true", help="also 100k jobs on 2,000 GPUs")
+    ap.add_argument("--speed-only", action="store_true",
+                    help="only the 100k-job speed run (no policy table, nothing written)")
     ap.add_argument("--speed-policy", action="append", choices=["fifo", "fair", "hase", "gavel"],
                     help="policies of the --speed run (default: fifo; repeatable)")
     ap.add_argument("--no-plot", action="store_true")
@@ -190,6 +202,10 @@ def main() -> int:
         "gavel-msr": {"trace": "gavel", "start": 0, "count": None, "load": a.load,
                       "gpus": {"k80": g, "p100": g, "v100": g}},
     }
+    if a.speed_only:
+        for pol in a.speed_policy or ["fifo"]:
+            print(_speed_line(_speed(a.data_dir, 100_000, 2000, pol)), flush=True)
+        return 0
     chosen = a.scenario or ["philly-3type"]
     scenarios = {k: v for k, v in scenarios.items() if k in chosen}
     seeds = [int(x) for x in a.seeds.split(",") if x.strip()]
@@ -212,11 +228,7 @@ def main() -> int:
         lines += _ratios(rows, name) + [""]
     if a.speed:
         for pol in a.speed_policy or ["fifo"]:
-            sp = _speed(a.data_dir, 100_000, 2000, pol)
-            lines.append(f"Speed ({sp['policy']}, daemon cycle every 60 s): {sp['jobs']} jobs on "
-                         f"{sp['gpus']} GPUs simulated in {sp['sim_wall_s']:.0f} s "
-                         f"({sp['total_wall_s']:.0f} s with loading), max RSS "
-                         f"{sp['max_rss_mb']:.0f} MB (target < 600 s, < 4096 MB)")
+            lines.append(_speed_line(_speed(a.data_dir, 100_000, 2000, pol)))
     text = "\n".join(lines) + "\n"
     (a.out / "policies.md").write_text(text)
     (a.out / "policies.json").write_text(json.dumps(rows, indent=2, sort_keys=True) + "\n")
