@@ -5,12 +5,9 @@ slowdown included). Accounts a have weight w_a (state.shares, default 1) and dec
 U_a (state.usage, from UsageLedger). Fair = U_a / w_a equal across active accounts.
 
 1. Inside an account: smallest predicted service first (SRPT-like). An account's pending jobs
-   are served in order of size = num_gpus * f * best runtime, halved for every age_halving_s
-   it has waited (default 3 h; 0 = pure size order), so a long job's key keeps falling and it
-   is never passed by newer short ones forever. The exponential form keeps the order of two
-   waiting jobs fixed as time passes (account_queues), so the Nice order changes only when jobs
-   arrive, start or leave: on the Philly bench half the updates per cycle of the hyperbolic
-   size / (1 + age / 2 h) it replaced, at the same JCT and Jain. Reordering inside one account does not change how much service the account gets, only which of its jobs gets
+   are served in order of size = num_gpus * f * best runtime, divided by (1 + age / age_tau_s)
+   so a long job's key falls as it waits (default 2 h; age_tau_s = 0: pure size order). Reordering inside
+   one account does not change how much service the account gets, only which of its jobs gets
    it first; on heavy-tailed durations (Philly) it cuts average JCT the most.
 2. Between accounts (start-time fair queueing, SFQ). Account a starts at virtual time
    V_a = (U_a + R_a) / w_a, where R_a is the service its running jobs are still due to deliver
@@ -62,7 +59,6 @@ are returned (only_changes).
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -94,22 +90,18 @@ def job_values(job: PendingJob, types: Sequence[str]) -> dict[str, float]:
     return {k: best / eff[k] for k in types}
 
 
-def account_queues(jobs: Sequence[PendingJob], best_rt: Mapping[str, float],
-                   age_halving_s: float) -> dict[str, list[PendingJob]]:
-    """Each account's pending jobs, smallest aged size first (module docstring, step 1).
-
-    Aged size = size x 2^(-wait / age_halving_s): the log of it is log(size) - wait x ln2 / h =
-    log(size) + submit x ln2 / h - now x ln2 / h, and the last term is the same for every job,
-    so the order does not depend on now: two waiting jobs never swap as time passes, and the
-    daemon's Nice order only changes when jobs arrive, start or leave."""
+def account_queues(jobs: Sequence[PendingJob], best_rt: Mapping[str, float], now: float,
+                   age_tau_s: float) -> dict[str, list[PendingJob]]:
+    """Each account's pending jobs, smallest aged size first (module docstring, step 1)."""
     by_acct: dict[str, list[PendingJob]] = defaultdict(list)
     for j in jobs:
         by_acct[j.account].append(j)
-    rate = math.log(2.0) / age_halving_s if age_halving_s > 0 else 0.0
 
     def key(q: PendingJob) -> tuple[float, float, str]:
         size = q.num_gpus * q.gpu_fraction * best_rt[q.job_id]
-        return (math.log(max(size, 1e-300)) + rate * q.submit_time, q.submit_time, q.job_id)
+        if age_tau_s > 0:
+            size /= 1.0 + max(0.0, now - q.submit_time) / age_tau_s
+        return (size, q.submit_time, q.job_id)
 
     return {a: sorted(q, key=key) for a, q in by_acct.items()}
 
@@ -169,9 +161,9 @@ class FairPolicy:
     # costs a cycle no more routing, ordering and Nice updates than one of `exact_depth` jobs.
     # It is raised to twice the depth Slurm's passes look at where the state says (the daemon
     # reads SchedulerParameters at start), so a site with a larger bf_max_job_test is covered.
-    # Default: twice Slurm's default depth (bench/README.md has what 1,000 vs 2,000 changes).
+    # Default: twice Slurm's default depth (docs/daemon.md has what 1,000 vs 2,000 changes).
     exact_depth: float = 1000.0
-    age_halving_s: float = 10800.0
+    age_tau_s: float = 7200.0
     # Requeue opted-in running jobs for under-served accounts (policy/rotate.py): 0 = never.
     rotate: float = 1.0
     min_run_s: float = 600.0  # a job runs at least this long before it may be requeued
@@ -216,7 +208,7 @@ class FairPolicy:
         self.tolerance = check_knob("tolerance", self.tolerance, 0.0, 1.0)
         self.horizon = check_knob("horizon", self.horizon, 0.0, 1e6)
         self.exact_depth = check_knob("exact_depth", self.exact_depth, 0.0, 1e9)
-        self.age_halving_s = check_knob("age_halving_s", self.age_halving_s, 0.0, 1e9)
+        self.age_tau_s = check_knob("age_tau_s", self.age_tau_s, 0.0, 1e9)
         self.rotate = check_knob("rotate", self.rotate, 0.0, 1.0)
         self.min_run_s = check_knob("min_run_s", self.min_run_s, 0.0, 1e9)
         self.max_requeues = check_knob("max_requeues", self.max_requeues, 0.0, 1e6)
@@ -260,7 +252,7 @@ class FairPolicy:
         self._memo, self._memo_pools = fresh, pools_key
         if not jobs:  # nothing to order; idle faster GPUs may still take opted-in jobs
             return self._rotation(state, [], {}, None) if self.migrate_margin > 0 else []
-        queues = account_queues(jobs, best_rt, self.age_halving_s)
+        queues = account_queues(jobs, best_rt, state.now, self.age_tau_s)
         order = fair_order(queues, best_rt, state.shares, state.usage, state.running, state.now)
         acct = (account_levels(state, jobs)
                 if self.route_by_level > 0 or self.floor > 0 or self.idle_fill > 0 else None)
