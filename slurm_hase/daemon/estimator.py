@@ -56,6 +56,8 @@ _Key = tuple[str, str, tuple[str, ...]]
 class DescriptorEstimator:
     """Estimates from the `{"hase":1,...}` descriptor in the job comment."""
 
+    repeatable = True  # one answer per (job, comment, types) while the predictor is the same
+
     def __init__(self, predictor: PredictorLike, *, resolve: TypeResolver = catalog_key,
                  max_cache: int = 50_000) -> None:
         self.predictor = predictor

@@ -35,9 +35,18 @@ class JobEstimate:
 
 
 class RuntimeEstimator(Protocol):
-    """Predicts a job's runtime per GPU type; None = unknown job, leave it alone."""
+    """Predicts a job's runtime per GPU type; None = unknown job, leave it alone.
+
+    An estimator whose answer for the very same Job object and GPU types never changes may say
+    so with a class attribute `repeatable = True`: build_state then reuses the last answer for a
+    Job object a backend hands back unchanged (SimSlurm does) instead of asking again.
+    """
 
     def estimate(self, job: Job, gpu_types: Sequence[str]) -> JobEstimate | None: ...
+
+
+def _repeatable(estimator: RuntimeEstimator) -> bool:
+    return getattr(estimator, "repeatable", False) is True
 
 
 def job_in_partitions(job: Job, partitions: tuple[str, ...] | None) -> bool:
@@ -62,7 +71,7 @@ class StateCache:
         self.nodes: list[Node] = []
         self.summary: tuple[dict[str, GpuPool], Capacity] | None = None
         self.pending: dict[str, tuple[tuple[object, ...], JobEstimate, tuple[str, ...],
-                                      PendingJob, Job]] = {}
+                                      PendingJob, Job, str]] = {}
         self.running: dict[str, tuple[tuple[object, ...], JobEstimate | None, tuple[str, ...],
                                       float, RunningJob, Job]] = {}
         self.texts: dict[str, tuple[object, str]] = {}  # job id -> (record, repr of its key)
@@ -195,7 +204,7 @@ def _build_state(
     old_p = cache.pending if cache is not None else {}
     old_r = cache.running if cache is not None else {}
     new_p: dict[str, tuple[tuple[object, ...], JobEstimate, tuple[str, ...], PendingJob,
-                           Job]] = {}
+                           Job, str]] = {}
     new_r: dict[str, tuple[tuple[object, ...], JobEstimate | None, tuple[str, ...], float,
                            RunningJob, Job]] = {}
     pending_ids: list[str] = []
@@ -203,6 +212,9 @@ def _build_state(
     partitions = config.partitions
     pending_state, running_state = JobState.PENDING, JobState.RUNNING
     estimate = estimator.estimate
+    # the very same Job object as last cycle, the same types and an estimator that would answer
+    # the same: the record, its estimate and its type key are reused as they are
+    reuse = _repeatable(estimator)
     # policies see Nice in their own units: Slurm's / nice_scale + nice_zero
     scale, zero = max(config.nice_scale, 1), config.nice_zero
     for job in jobs:
@@ -211,14 +223,22 @@ def _build_state(
         state = job.state
         if state is pending_state:
             pending_ids.append(job.job_id)
-            gpu = job.gpu
-            if gpu is not None:
-                tkey = (gpu.gpu_type or job.features or "").lower()
+            pe = old_p.get(job.job_id)
+            if (reuse and pe is not None and pe[4] is job and pe[2] is types
+                    and job.submit_time is not None):
+                tkey = pe[5]  # only jobs with a GPU request are cached
                 by_type[tkey] = by_type.get(tkey, 0) + 1
-            if job.held or gpu is None:
+                pending.append(pe[3])
+                new_p[job.job_id] = pe
+                continue
+            gpu = job.gpu
+            if gpu is None:
+                continue
+            tkey = (gpu.gpu_type or job.features or "").lower()
+            by_type[tkey] = by_type.get(tkey, 0) + 1
+            if job.held:
                 continue
             sub = job.submit_time
-            pe = old_p.get(job.job_id)
             if pe is not None and pe[4] is job and sub is not None:
                 key = pe[0]  # the backend handed back the very same (immutable) Job
             else:
@@ -230,7 +250,7 @@ def _build_state(
                     continue
                 if (est is pe[1] or est == pe[1]) and (pe[2] is types or pe[2] == types):
                     pending.append(pe[3])
-                    new_p[job.job_id] = (key, est, types, pe[3], job)  # newest: `is` hits
+                    new_p[job.job_id] = (key, est, types, pe[3], job, tkey)  # newest: `is` hits
                     continue
                 num, frac = _gpu_shape(job)
             else:
@@ -254,11 +274,21 @@ def _build_state(
                 preemptible=bool(est.checkpoint and job.requeue),
             )
             pending.append(pj)
-            new_p[job.job_id] = (key, est, types, pj, job)
+            new_p[job.job_id] = (key, est, types, pj, job, tkey)
         elif state is running_state and job.alloc_gpus:
+            re_ = old_r.get(job.job_id)
+            if (reuse and re_ is not None and re_[5] is job and re_[2] is types
+                    and job.start_time is not None):
+                expected, rj = re_[3], re_[4]
+                end = max(expected, now)
+                if rj.expected_end != end:
+                    rj = replace(rj, expected_end=end)
+                    re_ = (re_[0], re_[1], types, expected, rj, job)
+                running.append(rj)
+                new_r[job.job_id] = re_
+                continue
             est_r = estimate(job, types) if pools else None
             start_t = job.start_time
-            re_ = old_r.get(job.job_id)
             if re_ is not None and re_[5] is job and start_t is not None:
                 rkey = re_[0]  # the very same Job as last cycle
             else:

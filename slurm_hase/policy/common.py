@@ -39,13 +39,16 @@ def parse_features(features: str) -> tuple[str, ...]:
     return tuple(p.strip().lower() for p in text.split("|") if p.strip())
 
 
-def only_changes(decisions: Iterable[Decision], pending: Sequence[PendingJob]) -> list[Decision]:
+def only_changes(decisions: Iterable[Decision],
+                 pending: Sequence[PendingJob] | Mapping[str, PendingJob]) -> list[Decision]:
     """Keep only the attributes that differ from each job's current nice / features.
 
-    Requeue decisions (running jobs) are kept as they are. Decisions for unknown job ids are dropped; attributes equal to the current value become
-    None; decisions left with nothing to change are removed. Order is preserved.
+    `pending`: the pending jobs, or a mapping job id -> job holding at least the decided ones.
+    Requeue decisions (running jobs) are kept as they are. Decisions for unknown job ids are
+    dropped; attributes equal to the current value become None; decisions left with nothing to
+    change are removed. Order is preserved.
     """
-    by_id = {j.job_id: j for j in pending}
+    by_id = pending if isinstance(pending, Mapping) else {j.job_id: j for j in pending}
     out: list[Decision] = []
     for d in decisions:
         if d.requeue:  # about a running job: always an action

@@ -63,6 +63,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from slurm_hase.policy.common import (
     NICE_MAX,
     NICE_STEP,
@@ -90,38 +92,71 @@ def job_values(job: PendingJob, types: Sequence[str]) -> dict[str, float]:
     return {k: best / eff[k] for k in types}
 
 
-def account_queues(jobs: Sequence[PendingJob], best_rt: Mapping[str, float], now: float,
-                   age_tau_s: float) -> dict[str, list[PendingJob]]:
-    """Each account's pending jobs, smallest aged size first (module docstring, step 1)."""
-    by_acct: dict[str, list[PendingJob]] = defaultdict(list)
-    for j in jobs:
-        by_acct[j.account].append(j)
+def fair_order(jobs: Sequence[PendingJob], best_rt: Sequence[float], shares: Mapping[str, float],
+               usage: Mapping[str, float], running: Sequence[RunningJob], now: float,
+               age_tau_s: float) -> list[PendingJob]:
+    """Start-time fair queueing order over accounts (module docstring, steps 1 and 2).
 
-    def key(q: PendingJob) -> tuple[float, float, str]:
-        size = q.num_gpus * q.gpu_fraction * best_rt[q.job_id]
-        if age_tau_s > 0:
-            size /= 1.0 + max(0.0, now - q.submit_time) / age_tau_s
-        return (size, q.submit_time, q.job_id)
-
-    return {a: sorted(q, key=key) for a, q in by_acct.items()}
-
-
-def fair_order(queues: Mapping[str, Sequence[PendingJob]], best_rt: Mapping[str, float],
-               shares: Mapping[str, float], usage: Mapping[str, float],
-               running: Sequence[RunningJob], now: float) -> list[PendingJob]:
-    """Start-time fair queueing order over accounts (module docstring, step 2)."""
+    `best_rt[i]` is jobs[i]'s best runtime. Inside an account: smallest aged size first (then
+    submit time, then job id); job i of account a gets tag V_a + (cost of a's jobs before it) / w_a
+    and the order is by (tag, place in its account, account). Vectorised: the float operations
+    are those of the per-job loop, in the same order (the tags are running sums), so the order is
+    exactly the loop's."""
+    n = len(jobs)
+    if n == 0:
+        return []
     due: dict[str, float] = defaultdict(float)
     for r in running:
         due[r.account] += r.num_gpus * r.gpu_fraction * r.relative_speed * max(0.0, r.expected_end - now)
-    tagged: list[tuple[float, int, str, PendingJob]] = []
-    for acct, queue in queues.items():
-        w = max(shares.get(acct, 1.0), 1e-12)
-        v = (usage.get(acct, 0.0) + due[acct]) / w
-        for i, j in enumerate(queue):
-            tagged.append((v, i, acct, j))
-            v += j.num_gpus * j.gpu_fraction * best_rt[j.job_id] / w
-    tagged.sort(key=lambda t: (t[0], t[1], t[2]))
-    return [t[3] for t in tagged]
+    accounts = [j.account for j in jobs]
+    names = list(dict.fromkeys(accounts))
+    ids = {a: k for k, a in enumerate(names)}
+    acct = np.array([ids[a] for a in accounts], dtype=np.int64)
+    size = (np.array([j.num_gpus for j in jobs], dtype=np.float64)
+            * np.array([j.gpu_fraction for j in jobs], dtype=np.float64)
+            * np.asarray(best_rt, dtype=np.float64))
+    sub = np.array([j.submit_time for j in jobs], dtype=np.float64)
+    aged = size / (1.0 + np.maximum(0.0, now - sub) / age_tau_s) if age_tau_s > 0 else size
+    by_acct = np.lexsort((sub, aged, acct))  # accounts contiguous, smallest aged size first
+    _break_ties_by_id(by_acct, jobs, acct, aged, sub)
+    acct_s = acct[by_acct]
+    bounds = np.flatnonzero(np.diff(acct_s)) + 1
+    starts = np.concatenate(([0], bounds))
+    stops = np.concatenate((bounds, [n]))
+    tags = np.empty(n, dtype=np.float64)
+    place = np.arange(n) - np.repeat(starts, stops - starts)
+    for lo, hi in zip(starts.tolist(), stops.tolist(), strict=True):
+        name = names[int(acct_s[lo])]
+        w = max(shares.get(name, 1.0), 1e-12)
+        run = np.empty(hi - lo, dtype=np.float64)
+        run[0] = (usage.get(name, 0.0) + due[name]) / w
+        run[1:] = size[by_acct[lo:hi - 1]] / w
+        tags[lo:hi] = np.cumsum(run)  # sequential sums, as v += cost / w
+    rank = {a: k for k, a in enumerate(sorted(names))}
+    name_rank = np.array([rank[a] for a in names], dtype=np.int64)[acct_s]
+    final = by_acct[np.lexsort((name_rank, place, tags))]
+    return [jobs[k] for k in final.tolist()]
+
+
+def _break_ties_by_id(perm: np.ndarray, jobs: Sequence[PendingJob], acct: np.ndarray,
+                      aged: np.ndarray, sub: np.ndarray) -> None:
+    """Order runs of equal (account, aged size, submit time) in `perm` by job id, in place."""
+    a, g, t = acct[perm], aged[perm], sub[perm]
+    same = (a[1:] == a[:-1]) & (g[1:] == g[:-1]) & (t[1:] == t[:-1])
+    if not same.any():
+        return
+    k = 0
+    tied = same.tolist()
+    while k < len(tied):
+        if not tied[k]:
+            k += 1
+            continue
+        stop = k
+        while stop < len(tied) and tied[stop]:
+            stop += 1
+        run = sorted(perm[k:stop + 1].tolist(), key=lambda i: jobs[i].job_id)
+        perm[k:stop + 1] = run
+        k = stop + 1
 
 
 def head_of(order: Sequence[PendingJob], state: ClusterState, horizon: float,
@@ -226,34 +261,27 @@ class FairPolicy:
     def decide(self, state: ClusterState) -> list[Decision]:
         """Nice for every schedulable job, type constraint for every untyped one."""
         jobs: list[PendingJob] = []
-        values: dict[str, dict[str, float]] = {}
-        best_rt: dict[str, float] = {}
-        usable: dict[str, list[str]] = {}
+        best_rt: list[float] = []
         pools_key = tuple((t, p.total_gpus) for t, p in state.pools.items())
         memo = self._memo if self._memo_pools == pools_key else {}
         fresh: dict[str, tuple[PendingJob, list[str], dict[str, float], float]] = {}
         for job in state.pending:
-            hit = memo.get(job.job_id)
-            if hit is not None and hit[0] is job:  # the same record: the same derived values
-                entry = hit
-            else:
+            entry = memo.get(job.job_id)
+            if entry is None or entry[0] is not job:  # a new record: derive its values
                 types = usable_types(job, state.pools)
                 if job.pinned_type is not None:
                     types = [job.pinned_type] if job.pinned_type in types else []
                 entry = (job, types, job_values(job, types) if types else {},
                          min((job.runtime_s[k] for k in types), default=0.0))
             fresh[job.job_id] = entry
-            if not entry[1]:
-                continue
-            jobs.append(job)
-            usable[job.job_id] = entry[1]
-            values[job.job_id] = entry[2]
-            best_rt[job.job_id] = entry[3]
+            if entry[1]:
+                jobs.append(job)
+                best_rt.append(entry[3])
         self._memo, self._memo_pools = fresh, pools_key
         if not jobs:  # nothing to order; idle faster GPUs may still take opted-in jobs
             return self._rotation(state, [], {}, None) if self.migrate_margin > 0 else []
-        queues = account_queues(jobs, best_rt, state.now, self.age_tau_s)
-        order = fair_order(queues, best_rt, state.shares, state.usage, state.running, state.now)
+        order = fair_order(jobs, best_rt, state.shares, state.usage, state.running, state.now,
+                           self.age_tau_s)
         acct = (account_levels(state, jobs)
                 if self.route_by_level > 0 or self.floor > 0 or self.idle_fill > 0 else None)
         if acct is not None and self.floor > 0:
@@ -262,6 +290,7 @@ class FairPolicy:
         if depth > 0:  # never shallower than twice what Slurm's own passes look at
             depth = max(depth, 2 * state.scheduler_depth)
         head = head_of(order, state, self.horizon, depth)
+        usable = {j.job_id: fresh[j.job_id][1] for j in head}
         filled: set[str] = set()  # idle-filled jobs go first: they start now
         routed = route_types(head, usable, state, self.tolerance,
                              acct if self.route_by_level > 0 else None, fill=self.idle_fill,
@@ -269,16 +298,18 @@ class FairPolicy:
                              fill_wait_s=self.fill_wait_s, filled=filled)
         keyed = sorted(
             ((-1.0 if j.job_id in filled
-              else p * (1.0 - self.theta * values[j.job_id][routed[j.job_id][0]]), p, j)
+              else p * (1.0 - self.theta * fresh[j.job_id][2][routed[j.job_id][0]]), p, j)
              for p, j in enumerate(head)), key=lambda t: (t[0], t[1]))
         final = [t[2] for t in keyed]
         levels = nice_levels(final, nice_max=NICE_MAX - NICE_STEP)
         decisions = []
+        decided: dict[str, PendingJob] = {}
         for job, nice in zip(final, levels, strict=True):
             allowed = routed[job.job_id]
             decisions.append(Decision(job.job_id, nice=nice,
                                       gpu_types=allowed if job.pinned_type is None else None,
                                       reason=f"fair: routed {allowed[0]}"))
+            decided[job.job_id] = job
         for job in order[len(head):]:
             # beyond the horizon: behind every routed job; a job never routed gets the types
             # within 2x of its best (as hsbatch would), so backfill cannot put it on a slow one
@@ -286,12 +317,13 @@ class FairPolicy:
             if job.nice == NICE_MAX and (job.features or job.pinned_type is not None):
                 continue  # nothing would change (only_changes would drop it)
             if job.pinned_type is None and not job.features:
-                fast = tuple(sorted(fast_types({t: job.runtime_s[t] for t in usable[job.job_id]},
+                fast = tuple(sorted(fast_types({t: job.runtime_s[t] for t in fresh[job.job_id][1]},
                                                1.0)))
             decisions.append(Decision(job.job_id, nice=NICE_MAX, gpu_types=fast,
                                       reason="fair: beyond the horizon"))
+            decided[job.job_id] = job
         final += order[len(head):]
-        return only_changes(decisions, state.pending) + self._rotation(state, final, routed, acct)
+        return only_changes(decisions, decided) + self._rotation(state, final, routed, acct)
 
     def _rotation(self, state: ClusterState, order: Sequence[PendingJob],
                   routed: Mapping[str, Sequence[str]], acct: Levels | None) -> list[Decision]:

@@ -43,6 +43,8 @@ class SimClock:
 class OracleEstimator:
     """The trace's true per-type runtimes and mean measured MPS slowdowns."""
 
+    repeatable = True  # a Job view changes whenever its restarts (hence work left) change
+
     def __init__(self, sim: SimSlurm) -> None:
         self.sim = sim
         # job id -> (GPU types asked for, estimate): the types rarely change, one slot is enough

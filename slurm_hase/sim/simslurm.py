@@ -36,13 +36,13 @@ class SimSlurm(SimCluster):
         return "sim-24.11"
 
     def jobs(self) -> list[Job]:
-        out = []
-        for group in (self.pending, self.running):
-            for job in group.values():
-                if job.view is None:
-                    job.view = self._view(job)
-                out.append(job.view)
-        return out
+        fresh = self._fresh_view
+        return ([j.view if j.view is not None else fresh(j) for j in self.pending.values()]
+                + [j.view if j.view is not None else fresh(j) for j in self.running.values()])
+
+    def _fresh_view(self, job: SimJob) -> Job:
+        job.view = view = self._view(job)
+        return view
 
     def _view(self, job: SimJob) -> Job:
         tj = job.trace

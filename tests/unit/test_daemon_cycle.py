@@ -297,3 +297,42 @@ def test_nice_zero_maps_policy_levels_to_negative_nice_and_back() -> None:
     assert res.planned == [("1", JobUpdate(nice=-11_000))]
     seen = build_state(fb.jobs(), NODES, TableEstimator(), {}, {}, 1000.0, cfg)
     assert {p.job_id: p.nice for p in seen.pending} == {"1": 9_990, "2": 10_000}
+
+
+class RepeatableEstimator(TableEstimator):
+    """TableEstimator that declares one answer per Job object and GPU types."""
+
+    repeatable = True
+
+
+def test_repeatable_estimator_is_not_asked_again_about_the_very_same_jobs() -> None:
+    from slurm_hase.daemon.state import StateCache, _build_state
+
+    cfg = CycleConfig(partitions=("gpu",))
+    jobs = [pjob("1"), pjob("2", typed="a100"), pjob("3", features="v100"), rjob("9", "v100")]
+    cache, est = StateCache(), RepeatableEstimator()
+    first = _build_state(jobs, NODES, est, {}, {}, 1000.0, cfg, cache)
+    asked = est.calls
+    # 5000 s later the running job has overrun its expected end (900 + 200 s): it follows now
+    again = _build_state(jobs, NODES, est, {}, {}, 6000.0, cfg, cache)
+    assert est.calls == asked
+    assert again[0].pending == first[0].pending and again[0].pending[0] is first[0].pending[0]
+    assert again[1:] == first[1:]  # pending ids, counts by asked type
+    assert again[0] == _build_state(jobs, NODES, TableEstimator(), {}, {}, 6000.0, cfg, None)[0]
+    assert again[0].running[0].expected_end == 6000.0
+    # a new Job object (the backend saw a change) is asked about again
+    changed = [Job(**{**jobs[0].__dict__, "nice": 20}), *jobs[1:]]
+    later = _build_state(changed, NODES, est, {}, {}, 6060.0, cfg, cache)
+    assert est.calls == asked + 1 and later[0].pending[0].nice == 20
+
+
+def test_other_estimators_are_asked_every_cycle() -> None:
+    from slurm_hase.daemon.state import StateCache
+
+    cfg = CycleConfig(partitions=("gpu",))
+    jobs = [pjob("1"), rjob("9", "v100")]
+    cache, est = StateCache(), TableEstimator()
+    build_state(jobs, NODES, est, {}, {}, 1000.0, cfg, cache=cache)
+    asked = est.calls
+    build_state(jobs, NODES, est, {}, {}, 1060.0, cfg, cache=cache)
+    assert est.calls == 2 * asked
