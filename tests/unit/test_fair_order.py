@@ -16,7 +16,7 @@ NOW = 1_000_000.0
 
 def loop_order(jobs: Sequence[PendingJob], best: Mapping[str, float], shares: Mapping[str, float],
                usage: Mapping[str, float], running: Sequence[RunningJob],
-               age_tau_s: float) -> list[PendingJob]:
+               age_tau_s: float, due_horizon_s: float = 0.0) -> list[PendingJob]:
     """The module docstring's steps 1 and 2, job by job (the reference)."""
     by_acct: dict[str, list[PendingJob]] = defaultdict(list)
     for j in jobs:
@@ -30,7 +30,9 @@ def loop_order(jobs: Sequence[PendingJob], best: Mapping[str, float], shares: Ma
 
     due: dict[str, float] = defaultdict(float)
     for r in running:
-        due[r.account] += r.num_gpus * r.gpu_fraction * r.relative_speed * max(0.0, r.expected_end - NOW)
+        left = max(0.0, r.expected_end - NOW)
+        left = min(left, due_horizon_s) if due_horizon_s > 0 else left
+        due[r.account] += r.num_gpus * r.gpu_fraction * r.relative_speed * left
     tagged: list[tuple[float, int, str, PendingJob]] = []
     for acct, queue in by_acct.items():
         w = max(shares.get(acct, 1.0), 1e-12)
@@ -69,14 +71,16 @@ def random_queue(seed: int) -> tuple[list[PendingJob], dict[str, float], list[Ru
 
 
 @pytest.mark.parametrize("seed", range(40))
-@pytest.mark.parametrize("age_tau_s", [0.0, 7200.0])
-def test_vectorised_order_is_the_loops_exactly(seed: int, age_tau_s: float) -> None:
+@pytest.mark.parametrize(("age_tau_s", "due_horizon_s"), [(0.0, 0.0), (7200.0, 0.0), (7200.0, 3600.0)])
+def test_vectorised_order_is_the_loops_exactly(seed: int, age_tau_s: float,
+                                               due_horizon_s: float) -> None:
     jobs, best, running = random_queue(seed)
     accounts = sorted({j.account for j in jobs})
     shares = {a: float(k % 3 + 1) for k, a in enumerate(accounts)}
     usage = {a: 1000.0 * k for k, a in enumerate(accounts[::2])}
-    got = fair_order(jobs, [best[j.job_id] for j in jobs], shares, usage, running, NOW, age_tau_s)
-    want = loop_order(jobs, best, shares, usage, running, age_tau_s)
+    got = fair_order(jobs, [best[j.job_id] for j in jobs], shares, usage, running, NOW, age_tau_s,
+                     due_horizon_s)
+    want = loop_order(jobs, best, shares, usage, running, age_tau_s, due_horizon_s)
     assert [j.job_id for j in got] == [j.job_id for j in want]
 
 
@@ -88,3 +92,15 @@ def test_ties_inside_an_account_go_by_job_id_as_text() -> None:
 
 def test_empty_queue() -> None:
     assert fair_order([], [], {}, {}, [], NOW, 7200.0) == []
+
+
+def test_due_horizon_stops_a_long_running_job_from_deferring_its_account() -> None:
+    """a holds one 8-GPU job with 10 days left; b holds nothing but has used 2 GPU-days."""
+    jobs = [PendingJob("1", "a", "u", NOW - 10.0, 1, {"v100": 3600.0}),
+            PendingJob("2", "b", "u", NOW - 10.0, 1, {"v100": 3600.0})]
+    running = [RunningJob("r", "a", "u", "v100", 8, NOW - 100.0, NOW + 10 * 86400.0)]
+    usage = {"b": 2 * 86400.0}
+    whole = fair_order(jobs, [3600.0, 3600.0], {}, usage, running, NOW, 7200.0)
+    capped = fair_order(jobs, [3600.0, 3600.0], {}, usage, running, NOW, 7200.0, 3600.0)
+    assert [j.account for j in whole] == ["b", "a"]  # a counts 80 GPU-days still due
+    assert [j.account for j in capped] == ["a", "b"]  # a counts 8 GPU-hours
