@@ -103,11 +103,11 @@ def fair_order(jobs: Sequence[PendingJob], best_rt: Sequence[float], shares: Map
     """Start-time fair queueing order over accounts (module docstring, steps 1 and 2).
 
     `best_rt[i]` is jobs[i]'s best runtime; `due_horizon_s` > 0 caps the time left counted for
-    each running job. Inside an account: smallest aged size first (then
-    submit time, then job id); job i of account a gets tag V_a + (cost of a's jobs before it) / w_a
-    and the order is by (tag, place in its account, account). Vectorised: the float operations
-    are those of the per-job loop, in the same order (the tags are running sums), so the order is
-    exactly the loop's."""
+    each running job. Inside an account: smallest aged size first (then submit time, then job
+    id); job i of account a gets tag V_a + (cost of a's jobs before it) / w_a, and the order is by
+    (tag, place in its account, account). Vectorised: the float operations are those of the
+    per-job loop, in the same order (the tags are running sums), so the order is exactly the
+    loop's (tests/unit/test_fair_order.py)."""
     n = len(jobs)
     if n == 0:
         return []
