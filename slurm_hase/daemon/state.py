@@ -213,7 +213,7 @@ def _build_state(
     pending_state, running_state = JobState.PENDING, JobState.RUNNING
     estimate = estimator.estimate
     # the very same Job object as last cycle, the same types and an estimator that would answer
-    # the same: the record, its estimate and its type key are reused as they are
+    # the same: its last estimate is reused instead of asking again
     reuse = _repeatable(estimator)
     # policies see Nice in their own units: Slurm's / nice_scale + nice_zero
     scale, zero = max(config.nice_scale, 1), config.nice_zero
@@ -224,28 +224,25 @@ def _build_state(
         if state is pending_state:
             pending_ids.append(job.job_id)
             pe = old_p.get(job.job_id)
-            if (reuse and pe is not None and pe[4] is job and pe[2] is types
-                    and job.submit_time is not None):
-                tkey = pe[5]  # only jobs with a GPU request are cached
-                by_type[tkey] = by_type.get(tkey, 0) + 1
-                pending.append(pe[3])
-                new_p[job.job_id] = pe
-                continue
+            sub = job.submit_time
+            # the backend handed back the very same (immutable) Job as last cycle
+            same = pe if pe is not None and pe[4] is job and sub is not None else None
             gpu = job.gpu
             if gpu is None:
                 continue
-            tkey = (gpu.gpu_type or job.features or "").lower()
+            tkey = same[5] if same is not None else (gpu.gpu_type or job.features or "").lower()
             by_type[tkey] = by_type.get(tkey, 0) + 1
             if job.held:
                 continue
-            sub = job.submit_time
-            if pe is not None and pe[4] is job and sub is not None:
-                key = pe[0]  # the backend handed back the very same (immutable) Job
+            if same is not None:
+                key = same[0]
             else:
                 key = (job.account, job.user, sub, now if sub is None else None, gpu, job.nice,
                        job.features, job.requeue)
             if pe is not None and pe[0] == key:
-                est = estimate(job, types)  # the same gpu asked before: num > 0
+                # the same gpu asked before: num > 0
+                est = (pe[1] if reuse and same is not None and pe[2] is types
+                       else estimate(job, types))
                 if est is None:
                     continue
                 if (est is pe[1] or est == pe[1]) and (pe[2] is types or pe[2] == types):
@@ -277,20 +274,15 @@ def _build_state(
             new_p[job.job_id] = (key, est, types, pj, job, tkey)
         elif state is running_state and job.alloc_gpus:
             re_ = old_r.get(job.job_id)
-            if (reuse and re_ is not None and re_[5] is job and re_[2] is types
-                    and job.start_time is not None):
-                expected, rj = re_[3], re_[4]
-                end = max(expected, now)
-                if rj.expected_end != end:
-                    rj = replace(rj, expected_end=end)
-                    re_ = (re_[0], re_[1], types, expected, rj, job)
-                running.append(rj)
-                new_r[job.job_id] = re_
-                continue
-            est_r = estimate(job, types) if pools else None
             start_t = job.start_time
-            if re_ is not None and re_[5] is job and start_t is not None:
-                rkey = re_[0]  # the very same Job as last cycle
+            # the very same Job as last cycle
+            same_r = re_ if re_ is not None and re_[5] is job and start_t is not None else None
+            if reuse and same_r is not None and same_r[2] is types:
+                est_r = same_r[1]
+            else:
+                est_r = estimate(job, types) if pools else None
+            if same_r is not None:
+                rkey = same_r[0]
             else:
                 rkey = (job.account, job.user, start_t, now if start_t is None else None,
                         job.time_limit_s, job.gpu, job.alloc_gpus, job.requeue, job.restarts)
