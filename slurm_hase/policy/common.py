@@ -57,14 +57,21 @@ def only_changes(decisions: Iterable[Decision],
         job = by_id.get(d.job_id)
         if job is None:
             continue
-        nice = d.nice if d.nice is not None and d.nice != job.nice else None
-        types = d.gpu_types
-        if types is not None and features_string(types) == job.features.strip():
-            types = None
+        nice, types = changed(job, d.nice, d.gpu_types)
         if nice is None and types is None:
             continue
         out.append(Decision(job_id=d.job_id, nice=nice, gpu_types=types, reason=d.reason))
     return out
+
+
+def changed(job: PendingJob, nice: int | None, gpu_types: tuple[str, ...] | None
+            ) -> tuple[int | None, tuple[str, ...] | None]:
+    """(nice, gpu_types) with each attribute equal to the job's current one set to None."""
+    if nice is not None and nice == job.nice:
+        nice = None
+    if gpu_types is not None and features_string(gpu_types) == job.features.strip():
+        gpu_types = None
+    return nice, gpu_types
 
 
 def usable_types(job: PendingJob, pools: Mapping[str, GpuPool]) -> list[str]:

@@ -73,10 +73,10 @@ import numpy as np
 from slurm_hase.policy.common import (
     NICE_MAX,
     NICE_STEP,
+    changed,
     check_knob,
     fast_types,
     nice_levels,
-    only_changes,
     usable_types,
 )
 from slurm_hase.policy.levels import Levels, account_levels, floor_first
@@ -326,28 +326,29 @@ class FairPolicy:
              for p, j in enumerate(head)), key=lambda t: (t[0], t[1]))
         final = [t[2] for t in keyed]
         levels = self._levels(final, state.scheduler_depth)
+        # only what changes, as only_changes would keep it (most of the head is unchanged)
         decisions = []
-        decided: dict[str, PendingJob] = {}
-        for job, nice in zip(final, levels, strict=True):
+        for job, level in zip(final, levels, strict=True):
             allowed = routed[job.job_id]
-            decisions.append(Decision(job.job_id, nice=nice,
-                                      gpu_types=allowed if job.pinned_type is None else None,
-                                      reason=f"fair: routed {allowed[0]}"))
-            decided[job.job_id] = job
+            nice, to_types = changed(job, level, allowed if job.pinned_type is None else None)
+            if nice is not None or to_types is not None:
+                decisions.append(Decision(job.job_id, nice=nice, gpu_types=to_types,
+                                          reason=f"fair: routed {allowed[0]}"))
         for job in order[len(head):]:
             # beyond the horizon: behind every routed job; a job never routed gets the types
             # within 2x of its best (as hsbatch would), so backfill cannot put it on a slow one
             fast = None
             if job.nice == NICE_MAX and (job.features or job.pinned_type is not None):
-                continue  # nothing would change (only_changes would drop it)
+                continue  # nothing would change
             if job.pinned_type is None and not job.features:
                 fast = tuple(sorted(fast_types({t: job.runtime_s[t] for t in fresh[job.job_id][1]},
                                                1.0)))
-            decisions.append(Decision(job.job_id, nice=NICE_MAX, gpu_types=fast,
-                                      reason="fair: beyond the horizon"))
-            decided[job.job_id] = job
+            nice, to_types = changed(job, NICE_MAX, fast)
+            if nice is not None or to_types is not None:
+                decisions.append(Decision(job.job_id, nice=nice, gpu_types=to_types,
+                                          reason="fair: beyond the horizon"))
         final += order[len(head):]
-        return only_changes(decisions, decided) + self._rotation(state, final, routed, acct)
+        return decisions + self._rotation(state, final, routed, acct)
 
     def _levels(self, final: Sequence[PendingJob], scheduler_depth: int) -> list[int]:
         """Nice levels of the routed head: exact for its first `level_depth` jobs, and one

@@ -44,14 +44,24 @@ class Timeline:
         self.total = {k: p.total_gpus for k, p in pools.items()}
         self.avail: dict[str, list[float]] = {}
         self.mps_spare: dict[str, float] = {}
+        # one pass over the running jobs: whole-GPU end times and MPS shares per type
+        ends: dict[str, list[float]] = {k: [] for k in pools}
+        shares: dict[str, list[RunningJob]] = {k: [] for k in pools}
+        for r in running:
+            k = r.gpu_type
+            if k not in ends:
+                continue
+            if r.gpu_fraction >= 1.0:
+                end = r.expected_end if r.expected_end > now else now
+                ends[k].extend([end] * r.num_gpus)
+            else:
+                shares[k].append(r)
         for k, pool in pools.items():
-            whole = sorted(max(now, r.expected_end) for r in running
-                           if r.gpu_type == k and r.gpu_fraction >= 1.0 for _ in range(r.num_gpus))
-            shares = [r for r in running if r.gpu_type == k and r.gpu_fraction < 1.0]
+            whole = sorted(ends[k])
             free = max(0, min(pool.free_gpus, pool.total_gpus))
             n_mps = max(0, pool.total_gpus - free - len(whole))
-            used = sum(r.num_gpus * r.gpu_fraction for r in shares)
-            mps_end = max([now] + [r.expected_end for r in shares])
+            used = sum(r.num_gpus * r.gpu_fraction for r in shares[k])
+            mps_end = max([now] + [r.expected_end for r in shares[k]])
             times = [now] * free + whole[: max(0, pool.total_gpus - free)] + [mps_end] * n_mps
             self.avail[k] = sorted(times)[: pool.total_gpus]
             self.mps_spare[k] = max(0.0, n_mps - used)

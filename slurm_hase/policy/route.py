@@ -36,21 +36,29 @@ from slurm_hase.policy.types import ClusterState, PendingJob
 Option = tuple[float, str, bool, float]  # (completion from now, type, via MPS, start)
 Routing = dict[str, tuple[str, ...]]  # job id -> allowed types, routed first
 _EPS = 1e-6
+_INF = float("inf")
 
 
 def _options(job: PendingJob, types: Sequence[str], tl: Timeline) -> list[Option]:
-    """Completion options per type, earliest first (ties by type name)."""
+    """Completion options per type, earliest first (ties by type name).
+
+    Inlines Timeline.start_whole / fits_mps: this runs for every routed job every cycle. The
+    types of one job are distinct, so the tuples' own order is (completion, type)."""
     out: list[Option] = []
+    now, avail, n = tl.now, tl.avail, job.num_gpus
+    runtime = job.runtime_s
+    shared_ok = job.gpu_fraction < 1.0
     for k in types:
-        rt = job.runtime_s[k]
-        start = tl.start_whole(k, job.num_gpus)
-        opt: Option = (start - tl.now + rt, k, False, start)
-        if job.gpu_fraction < 1.0 and tl.fits_mps(k, job.num_gpus * job.gpu_fraction):
+        rt = runtime[k]
+        a = avail.get(k)
+        start = a[n - 1] if a is not None and 0 < n <= len(a) else _INF
+        opt: Option = (start - now + rt, k, False, start)
+        if shared_ok and tl.fits_mps(k, n * job.gpu_fraction):
             shared = rt * max(1.0, job.mps_slowdown.get(k, 1.0))
             if shared < opt[0]:
-                opt = (shared, k, True, tl.now)
+                opt = (shared, k, True, now)
         out.append(opt)
-    out.sort(key=lambda o: (o[0], o[1]))
+    out.sort()
     return out
 
 
@@ -138,8 +146,11 @@ def _place(job: PendingJob, types: Sequence[str], tl: Timeline, tolerance: float
         tl.reserve_mps(k, job.num_gpus * job.gpu_fraction)
     else:
         tl.reserve_whole(k, job.num_gpus, start, tl.now + done, job.gpu_fraction)
-    near = sorted(o[1] for o in opts[1:] if o[0] <= done * (1.0 + tolerance))
-    routed[job.job_id] = (k, *near)
+    bound = done * (1.0 + tolerance)
+    if len(opts) > 1 and opts[1][0] <= bound:  # opts are sorted: the near ones lead the rest
+        routed[job.job_id] = (k, *sorted(o[1] for o in opts[1:] if o[0] <= bound))
+    else:
+        routed[job.job_id] = (k,)
     starts[job.job_id] = start
     return k
 
