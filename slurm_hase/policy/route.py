@@ -65,32 +65,52 @@ def _options(job: PendingJob, types: Sequence[str], tl: Timeline) -> list[Option
 def route_types(order: Sequence[PendingJob], types: Mapping[str, Sequence[str]],
                 state: ClusterState, tolerance: float, levels: Levels | None = None, *,
                 fill: float = 0.0, fill_levels: Levels | None = None, fill_speed: float = 0.5,
-                fill_wait_s: float = 0.0, filled: set[str] | None = None) -> Routing:
+                fill_wait_s: float = 0.0, filled: set[str] | None = None,
+                starting: set[str] | None = None) -> Routing:
     """Earliest-completion routing along `order`, then idle fill (module docstring).
 
     `levels` (account service now, entitlement): the jobs that start now pick lowest account
     level first; None = largest regret first. `fill` > 0: idle fill by `fill_levels` (default
-    `levels`); `filled` receives the ids of the jobs it placed."""
+    `levels`); `filled` receives the ids of the jobs it placed, `starting` those of every job
+    routed to start now (idle-filled ones included)."""
     free = sum(max(0, min(p.free_gpus, p.total_gpus)) for p in state.pools.values())
     routed, starts = _route(order, types, Timeline(state.pools, state.running, state.now),
                             tolerance, levels, free, {})
     lv = fill_levels if fill_levels is not None else levels
-    if fill <= 0 or lv is None:
-        return routed
-    waiting = [j for j in order if starts[j.job_id] >= state.now + fill_wait_s + _EPS]
-    if not waiting:
-        return routed
-    tl = Timeline(state.pools, state.running, state.now)
-    placed, lifted = idle_fill(waiting, types, tl, lv, fill, fill_speed)
-    if not placed:
-        return routed
-    rest = [j for j in order if j.job_id not in placed]
-    free -= sum(j.num_gpus for j in order if j.job_id in placed)
-    routed, _ = _route(rest, types, tl, tolerance, levels, free, lifted)
-    routed.update(placed)
-    if filled is not None:
-        filled.update(placed)
+    placed: Routing = {}
+    if fill > 0 and lv is not None:
+        waiting = [j for j in order if starts[j.job_id] >= state.now + fill_wait_s + _EPS]
+        tl = Timeline(state.pools, state.running, state.now)
+        if waiting:
+            placed, lifted = idle_fill(waiting, types, tl, lv, fill, fill_speed)
+        if placed:
+            rest = [j for j in order if j.job_id not in placed]
+            free -= sum(j.num_gpus for j in order if j.job_id in placed)
+            routed, starts = _route(rest, types, tl, tolerance, levels, free, lifted)
+            routed.update(placed)
+            if filled is not None:
+                filled.update(placed)
+    if starting is not None:
+        starting.update(placed)
+        _starting_now(order, routed, starts, state, starting)
     return routed
+
+
+def _starting_now(order: Sequence[PendingJob], routed: Routing, starts: Mapping[str, float],
+                  state: ClusterState, starting: set[str]) -> None:
+    """Add the jobs routed to start now to `starting`, in `order`, while their GPUs fit in
+    the ones free now on their type (the timeline also counts busy GPUs it knows no job of
+    as available now; those are not free)."""
+    room = {k: float(max(0, min(p.free_gpus, p.total_gpus))) for k, p in state.pools.items()}
+    for job in order:
+        start = starts.get(job.job_id)
+        if start is None or start > state.now + _EPS:
+            continue
+        k = routed[job.job_id][0]
+        need = job.num_gpus * job.gpu_fraction
+        if room.get(k, 0.0) + 1e-9 >= need:
+            room[k] -= need
+            starting.add(job.job_id)
 
 
 def _route(order: Sequence[PendingJob], types: Mapping[str, Sequence[str]], tl: Timeline,

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pytest
 
-from slurm_hase.policy.fair import fair_order
+from slurm_hase.policy.order import fair_order
 from slurm_hase.policy.types import PendingJob, RunningJob
 
 NOW = 1_000_000.0

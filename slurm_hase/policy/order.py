@@ -1,0 +1,122 @@
+"""fair's orders: start-time fair queueing over accounts, the routed head, jobs starting now.
+
+fair.py's module docstring describes the steps these implement (1, 2 and the lift of step 4).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from slurm_hase.policy.types import ClusterState, PendingJob, RunningJob
+
+
+def fair_order(jobs: Sequence[PendingJob], best_rt: Sequence[float], shares: Mapping[str, float],
+               usage: Mapping[str, float], running: Sequence[RunningJob], now: float,
+               age_tau_s: float, due_horizon_s: float = 0.0) -> list[PendingJob]:
+    """Start-time fair queueing order over accounts (module docstring, steps 1 and 2).
+
+    `best_rt[i]` is jobs[i]'s best runtime; `due_horizon_s` > 0 caps the time left counted for
+    each running job. Inside an account: smallest aged size first (then submit time, then job
+    id); job i of account a gets tag V_a + (cost of a's jobs before it) / w_a, and the order is by
+    (tag, place in its account, account). Vectorised: the float operations are those of the
+    per-job loop, in the same order (the tags are running sums), so the order is exactly the
+    loop's (tests/unit/test_fair_order.py)."""
+    n = len(jobs)
+    if n == 0:
+        return []
+    due: dict[str, float] = defaultdict(float)
+    for r in running:
+        left = max(0.0, r.expected_end - now)
+        if due_horizon_s > 0:
+            left = min(left, due_horizon_s)
+        due[r.account] += r.num_gpus * r.gpu_fraction * r.relative_speed * left
+    accounts = [j.account for j in jobs]
+    names = list(dict.fromkeys(accounts))
+    ids = {a: k for k, a in enumerate(names)}
+    acct = np.array([ids[a] for a in accounts], dtype=np.int64)
+    size = (np.array([j.num_gpus for j in jobs], dtype=np.float64)
+            * np.array([j.gpu_fraction for j in jobs], dtype=np.float64)
+            * np.asarray(best_rt, dtype=np.float64))
+    sub = np.array([j.submit_time for j in jobs], dtype=np.float64)
+    aged = size / (1.0 + np.maximum(0.0, now - sub) / age_tau_s) if age_tau_s > 0 else size
+    by_acct = np.lexsort((sub, aged, acct))  # accounts contiguous, smallest aged size first
+    _break_ties_by_id(by_acct, jobs, acct, aged, sub)
+    acct_s = acct[by_acct]
+    bounds = np.flatnonzero(np.diff(acct_s)) + 1
+    starts = np.concatenate(([0], bounds))
+    stops = np.concatenate((bounds, [n]))
+    tags = np.empty(n, dtype=np.float64)
+    place = np.arange(n) - np.repeat(starts, stops - starts)
+    for lo, hi in zip(starts.tolist(), stops.tolist(), strict=True):
+        name = names[int(acct_s[lo])]
+        w = max(shares.get(name, 1.0), 1e-12)
+        run = np.empty(hi - lo, dtype=np.float64)
+        run[0] = (usage.get(name, 0.0) + due[name]) / w
+        run[1:] = size[by_acct[lo:hi - 1]] / w
+        tags[lo:hi] = np.cumsum(run)  # sequential sums, as v += cost / w
+    rank = {a: k for k, a in enumerate(sorted(names))}
+    name_rank = np.array([rank[a] for a in names], dtype=np.int64)[acct_s]
+    final = by_acct[np.lexsort((name_rank, place, tags))]
+    return [jobs[k] for k in final.tolist()]
+
+
+def _break_ties_by_id(perm: np.ndarray, jobs: Sequence[PendingJob], acct: np.ndarray,
+                      aged: np.ndarray, sub: np.ndarray) -> None:
+    """Order runs of equal (account, aged size, submit time) in `perm` by job id, in place."""
+    a, g, t = acct[perm], aged[perm], sub[perm]
+    same = (a[1:] == a[:-1]) & (g[1:] == g[:-1]) & (t[1:] == t[:-1])
+    if not same.any():
+        return
+    k = 0
+    tied = same.tolist()
+    while k < len(tied):
+        if not tied[k]:
+            k += 1
+            continue
+        stop = k
+        while stop < len(tied) and tied[stop]:
+            stop += 1
+        run = sorted(perm[k:stop + 1].tolist(), key=lambda i: jobs[i].job_id)
+        perm[k:stop + 1] = run
+        k = stop + 1
+
+
+def lift_starting(order: Sequence[PendingJob], routed: Mapping[str, Sequence[str]],
+                  starting: set[str]) -> list[PendingJob]:
+    """`order` with each job in `starting` moved up to just behind the last job before it
+    that may use one of its types (module docstring, step 4): past jobs it cannot delay."""
+    last: dict[str, tuple[int, int]] = {}  # type -> largest anchor of a job using it so far
+    keyed = []
+    for i, job in enumerate(order):
+        types = routed[job.job_id]
+        if job.job_id in starting:
+            anchor = max((last[t] for t in types if t in last), default=(-1, 0))
+            key = (anchor[0], 1)
+        else:
+            key = (i, 0)
+        for t in types:
+            if t not in last or last[t] < key:
+                last[t] = key
+        keyed.append((key, i, job))
+    keyed.sort(key=lambda t: (t[0], t[1]))
+    return [t[2] for t in keyed]
+
+
+def head_of(order: Sequence[PendingJob], state: ClusterState, horizon: float,
+            depth: int = 0) -> list[PendingJob]:
+    """The first jobs of `order` whose GPUs add up to the free GPUs plus horizon x all of the
+    cluster's (0 = the whole order), and at most `depth` jobs (0 = no limit)."""
+    if depth > 0 and len(order) > depth:
+        order = order[:depth]
+    if horizon <= 0:
+        return list(order)
+    budget = sum(max(p.free_gpus, 0) + horizon * p.total_gpus for p in state.pools.values())
+    used = 0.0
+    for i, job in enumerate(order):
+        used += job.num_gpus * job.gpu_fraction
+        if used > budget:
+            return list(order[:max(i, 1)])
+    return list(order)
