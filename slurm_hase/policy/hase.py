@@ -86,8 +86,8 @@ class Timeline:
         """Give n GPUs of k from `start` to `end`; a share started now leaves its rest to MPS."""
         a = self.avail[k]
         del a[:n]
-        for _ in range(n):
-            bisect.insort(a, end)
+        i = bisect.bisect_right(a, end)
+        a[i:i] = [end] * n  # as n insorts of the same value
         if fraction < 1.0 and start <= self.now:
             self.mps_spare[k] += n * (1.0 - fraction)
 
