@@ -88,9 +88,13 @@ def lift_starting(order: Sequence[PendingJob], routed: Mapping[str, Sequence[str
                   starting: set[str]) -> list[PendingJob]:
     """`order` with each job in `starting` moved up to just behind the last job before it
     that may use one of its types (module docstring, step 4): past jobs it cannot delay."""
+    # nothing moves behind the last starting job: only the part up to it is re-keyed
+    end = max((i for i, job in enumerate(order) if job.job_id in starting), default=-1) + 1
+    if end == 0:
+        return list(order)
     last: dict[str, tuple[int, int]] = {}  # type -> largest anchor of a job using it so far
     keyed = []
-    for i, job in enumerate(order):
+    for i, job in enumerate(order[:end]):
         types = routed[job.job_id]
         if job.job_id in starting:
             anchor = max((last[t] for t in types if t in last), default=(-1, 0))
@@ -102,7 +106,7 @@ def lift_starting(order: Sequence[PendingJob], routed: Mapping[str, Sequence[str
                 last[t] = key
         keyed.append((key, i, job))
     keyed.sort(key=lambda t: (t[0], t[1]))
-    return [t[2] for t in keyed]
+    return [t[2] for t in keyed] + list(order[end:])
 
 
 def head_of(order: Sequence[PendingJob], state: ClusterState, horizon: float,
