@@ -100,11 +100,15 @@ def _starting_now(order: Sequence[PendingJob], routed: Routing, starts: Mapping[
                   state: ClusterState, starting: set[str]) -> None:
     """Add the jobs routed to start now to `starting`, in `order`, while their GPUs fit in
     the ones free now on their type (the timeline also counts busy GPUs it knows no job of
-    as available now; those are not free)."""
+    as available now; those are not free). Jobs already in `starting` take their GPUs first."""
     room = {k: float(max(0, min(p.free_gpus, p.total_gpus))) for k, p in state.pools.items()}
     for job in order:
+        if job.job_id in starting:
+            k = routed[job.job_id][0]
+            room[k] = room.get(k, 0.0) - job.num_gpus * job.gpu_fraction
+    for job in order:
         start = starts.get(job.job_id)
-        if start is None or start > state.now + _EPS:
+        if start is None or start > state.now + _EPS or job.job_id in starting:
             continue
         k = routed[job.job_id][0]
         need = job.num_gpus * job.gpu_fraction

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from slurm_hase.policy.fair import FairPolicy
 from slurm_hase.policy.order import lift_starting
-from slurm_hase.policy.route import route_types
+from slurm_hase.policy.route import _starting_now, route_types
 from slurm_hase.policy.types import ClusterState, Decision, GpuPool, PendingJob, RunningJob
 
 
@@ -70,3 +70,15 @@ def test_only_gpus_free_now_count_as_starting() -> None:
     starting1: set[str] = set()
     route_types(pend2, {"2": ["k80"], "3": ["k80"]}, st1, 0.0, starting=starting1)
     assert "2" not in starting1
+
+
+def test_jobs_already_starting_take_their_gpus_first() -> None:
+    # an idle-filled job F holds 2 of the 4 free K80s: of A and B (2 each, routed to start now
+    # on K80), only A still fits
+    pools = {"k80": GpuPool("k80", 4, 4)}
+    f, a, b = (job(j, float(i), {"k80": 100.0}, gpus=2) for i, j in enumerate("FAB"))
+    st = ClusterState(0.0, pools, [f, a, b], [])
+    routed = {"F": ("k80",), "A": ("k80",), "B": ("k80",)}
+    starting = {"F"}
+    _starting_now([f, a, b], routed, {"A": 0.0, "B": 0.0}, st, starting)
+    assert starting == {"F", "A"}
