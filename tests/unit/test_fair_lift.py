@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from slurm_hase.policy.fair import FairPolicy
 from slurm_hase.policy.order import lift_starting
 from slurm_hase.policy.route import _starting_now, route_types
 from slurm_hase.policy.types import ClusterState, Decision, GpuPool, PendingJob, RunningJob
+from slurm_hase.sim.cluster import uniform_cluster
+from slurm_hase.sim.engine import SimConfig, simulate
+from slurm_hase.sim.sched import SlurmConfig
+from slurm_hase.sim.throughput import load_throughputs
+from slurm_hase.sim.traces import TraceJob
 
 
 def job(jid: str, submit: float, rt: dict[str, float], gpus: int = 1) -> PendingJob:
@@ -82,3 +89,32 @@ def test_jobs_already_starting_take_their_gpus_first() -> None:
     starting = {"F"}
     _starting_now([f, a, b], routed, {"A": 0.0, "B": 0.0}, st, starting)
     assert starting == {"F", "A"}
+
+
+def test_in_the_simulator_a_deep_job_starts_on_the_idle_type_instead_of_waiting(
+        fixtures_dir: Path) -> None:
+    # The speed trace's bug, small: Slurm looks 2 jobs deep. Account x holds the 4 V100s for
+    # 20,000 s; account y queues 10 jobs that wait for them (7x slower on K80). x's short job
+    # (14,199 s on a K80, 2,000 s on a V100) comes after y's jobs in the fair order and is routed
+    # to start now on an idle K80: lifted, it starts at the first cycle; otherwise Slurm never
+    # reaches it and it waits 40,000 s for a V100.
+    table = load_throughputs(fixtures_dir / "sim" / "gavel_throughputs_excerpt.json")
+
+    def tj(i: int, t: float, dur: float, acct: str, c: tuple[str, ...] = ()) -> TraceJob:
+        return TraceJob(str(i), t, acct, acct, 1, dur, 1.0, "ResNet-50 (batch size 64)", c)
+
+    jobs = [tj(i, 0, 20000, "x", ("v100",)) for i in range(1, 5)]
+    jobs += [tj(100 + i, 10 + i, 10000, "y") for i in range(10)]
+    jobs.append(tj(20, 20, 2000, "x"))
+    spec = uniform_cluster({"k80": 4, "v100": 4})
+    shallow = SlurmConfig(bf_max_job_test=2, default_queue_depth=1)
+    done = {}
+    for lift in (1.0, 0.0):
+        res = simulate(jobs, spec, table, SimConfig(policy="fair", knobs={"lift_starting": lift},
+                                                    slurm=shallow, hsbatch_slack=1.0))
+        done[lift] = {j.job_id: (j.gpu_type, j.start) for j in res.jobs}
+    assert done[1.0]["20"][0] == "k80" and done[1.0]["20"][1] <= 60.0
+    assert done[0.0]["20"][1] >= 20000.0
+    # y's jobs are not delayed by it: they wait for the V100s either way
+    assert all(done[1.0][str(100 + i)][0] == "v100" for i in range(10))
+    assert all(done[1.0][str(100 + i)][1] <= done[0.0][str(100 + i)][1] for i in range(10))
