@@ -240,7 +240,8 @@ class FairPolicy:
         routed = route_types(head, usable, state, self.tolerance,
                              acct if self.route_by_level > 0 else None, fill=self.idle_fill,
                              fill_levels=acct, fill_speed=self.fill_speed,
-                             fill_wait_s=self.fill_wait_s, filled=filled, starting=starting)
+                             fill_wait_s=self.fill_wait_s, filled=filled,
+                             starting=starting if self.lift_starting > 0 else None)
         keyed = sorted(
             ((-1.0 if j.job_id in filled
               else p * (1.0 - self.theta * fresh[j.job_id][2][routed[j.job_id][0]]), p, j)

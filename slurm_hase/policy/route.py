@@ -36,22 +36,19 @@ from slurm_hase.policy.types import ClusterState, PendingJob
 Option = tuple[float, str, bool, float]  # (completion from now, type, via MPS, start)
 Routing = dict[str, tuple[str, ...]]  # job id -> allowed types, routed first
 _EPS = 1e-6
-_INF = float("inf")
 
 
 def _options(job: PendingJob, types: Sequence[str], tl: Timeline) -> list[Option]:
     """Completion options per type, earliest first (ties by type name).
 
-    Inlines Timeline.start_whole / fits_mps: this runs for every routed job every cycle. The
-    types of one job are distinct, so the tuples' own order is (completion, type)."""
+    The types of one job are distinct, so the tuples' own order is (completion, type)."""
     out: list[Option] = []
-    now, avail, n = tl.now, tl.avail, job.num_gpus
+    now, n = tl.now, job.num_gpus
     runtime = job.runtime_s
     shared_ok = job.gpu_fraction < 1.0
     for k in types:
         rt = runtime[k]
-        a = avail.get(k)
-        start = a[n - 1] if a is not None and 0 < n <= len(a) else _INF
+        start = tl.start_whole(k, n)
         opt: Option = (start - now + rt, k, False, start)
         if shared_ok and tl.fits_mps(k, n * job.gpu_fraction):
             shared = rt * max(1.0, job.mps_slowdown.get(k, 1.0))
@@ -80,16 +77,16 @@ def route_types(order: Sequence[PendingJob], types: Mapping[str, Sequence[str]],
     placed: Routing = {}
     if fill > 0 and lv is not None:
         waiting = [j for j in order if starts[j.job_id] >= state.now + fill_wait_s + _EPS]
-        tl = Timeline(state.pools, state.running, state.now)
         if waiting:
+            tl = Timeline(state.pools, state.running, state.now)
             placed, lifted = idle_fill(waiting, types, tl, lv, fill, fill_speed)
-        if placed:
-            rest = [j for j in order if j.job_id not in placed]
-            free -= sum(j.num_gpus for j in order if j.job_id in placed)
-            routed, starts = _route(rest, types, tl, tolerance, levels, free, lifted)
-            routed.update(placed)
-            if filled is not None:
-                filled.update(placed)
+            if placed:
+                rest = [j for j in order if j.job_id not in placed]
+                free -= sum(j.num_gpus for j in order if j.job_id in placed)
+                routed, starts = _route(rest, types, tl, tolerance, levels, free, lifted)
+                routed.update(placed)
+                if filled is not None:
+                    filled.update(placed)
     if starting is not None:
         starting.update(placed)
         _starting_now(order, routed, starts, state, starting)
