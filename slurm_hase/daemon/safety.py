@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import attrgetter
 
 from slurm_hase.errors import DescriptorError
 from slurm_hase.policy.common import NICE_MAX
@@ -162,7 +163,7 @@ def plan_updates(
     decisions = [d for d in decisions if not d.requeue]  # running jobs: daemon/requeue.py
     if not decisions:
         return []
-    by_id = {j.job_id: j for j in jobs}
+    by_id = dict(zip(map(attrgetter("job_id"), jobs), jobs, strict=True))  # a C loop
     cap = capacity
     if cap is None and nodes is not None:
         # only a Features decision looks at capacity: a Nice-only cycle skips the node pass

@@ -224,6 +224,15 @@ def _build_state(
         if state is pending_state:
             pending_ids.append(job.job_id)
             pe = old_p.get(job.job_id)
+            if (reuse and pe is not None and pe[4] is job and pe[2] is types
+                    and job.submit_time is not None):
+                # the very same (immutable) Job as last cycle, the same types and a repeatable
+                # estimator: last cycle's entry (asked GPUs, not held, its record) stands as it is
+                tkey = pe[5]
+                by_type[tkey] = by_type.get(tkey, 0) + 1
+                pending.append(pe[3])
+                new_p[job.job_id] = pe
+                continue
             sub = job.submit_time
             # the backend handed back the very same (immutable) Job as last cycle
             same = pe if pe is not None and pe[4] is job and sub is not None else None
@@ -274,6 +283,16 @@ def _build_state(
             new_p[job.job_id] = (key, est, types, pj, job, tkey)
         elif state is running_state and job.alloc_gpus:
             re_ = old_r.get(job.job_id)
+            if (reuse and re_ is not None and re_[5] is job and re_[2] is types
+                    and job.start_time is not None):  # the same Job as last cycle (as above)
+                rj = re_[4]
+                end = max(re_[3], now)
+                if rj.expected_end != end:
+                    rj = replace(rj, expected_end=end)
+                    re_ = (re_[0], re_[1], types, re_[3], rj, job)
+                running.append(rj)
+                new_r[job.job_id] = re_
+                continue
             start_t = job.start_time
             # the very same Job as last cycle
             same_r = re_ if re_ is not None and re_[5] is job and start_t is not None else None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 
 import numpy as np
 
@@ -33,14 +34,15 @@ def fair_order(jobs: Sequence[PendingJob], best_rt: Sequence[float], shares: Map
         if due_horizon_s > 0:
             left = min(left, due_horizon_s)
         due[r.account] += r.num_gpus * r.gpu_fraction * r.relative_speed * left
-    accounts = [j.account for j in jobs]
+    # columns read with map/attrgetter (C loops): the same numbers as per-job list comprehensions
+    accounts = list(map(attrgetter("account"), jobs))
     names = list(dict.fromkeys(accounts))
     ids = {a: k for k, a in enumerate(names)}
-    acct = np.array([ids[a] for a in accounts], dtype=np.int64)
-    size = (np.array([j.num_gpus for j in jobs], dtype=np.float64)
-            * np.array([j.gpu_fraction for j in jobs], dtype=np.float64)
+    acct = np.fromiter(map(ids.__getitem__, accounts), dtype=np.int64, count=n)
+    size = (np.fromiter(map(attrgetter("num_gpus"), jobs), dtype=np.float64, count=n)
+            * np.fromiter(map(attrgetter("gpu_fraction"), jobs), dtype=np.float64, count=n)
             * np.asarray(best_rt, dtype=np.float64))
-    sub = np.array([j.submit_time for j in jobs], dtype=np.float64)
+    sub = np.fromiter(map(attrgetter("submit_time"), jobs), dtype=np.float64, count=n)
     aged = size / (1.0 + np.maximum(0.0, now - sub) / age_tau_s) if age_tau_s > 0 else size
     by_acct = np.lexsort((sub, aged, acct))  # accounts contiguous, smallest aged size first
     _break_ties_by_id(by_acct, jobs, acct, aged, sub)
@@ -60,7 +62,7 @@ def fair_order(jobs: Sequence[PendingJob], best_rt: Sequence[float], shares: Map
     rank = {a: k for k, a in enumerate(sorted(names))}
     name_rank = np.array([rank[a] for a in names], dtype=np.int64)[acct_s]
     final = by_acct[np.lexsort((name_rank, place, tags))]
-    return [jobs[k] for k in final.tolist()]
+    return list(map(jobs.__getitem__, final.tolist()))
 
 
 def _break_ties_by_id(perm: np.ndarray, jobs: Sequence[PendingJob], acct: np.ndarray,
@@ -68,20 +70,15 @@ def _break_ties_by_id(perm: np.ndarray, jobs: Sequence[PendingJob], acct: np.nda
     """Order runs of equal (account, aged size, submit time) in `perm` by job id, in place."""
     a, g, t = acct[perm], aged[perm], sub[perm]
     same = (a[1:] == a[:-1]) & (g[1:] == g[:-1]) & (t[1:] == t[:-1])
-    if not same.any():
+    tied = np.flatnonzero(same)  # k: perm[k] ties with perm[k + 1]
+    if tied.size == 0:
         return
-    k = 0
-    tied = same.tolist()
-    while k < len(tied):
-        if not tied[k]:
-            k += 1
-            continue
-        stop = k
-        while stop < len(tied) and tied[stop]:
-            stop += 1
-        run = sorted(perm[k:stop + 1].tolist(), key=lambda i: jobs[i].job_id)
-        perm[k:stop + 1] = run
-        k = stop + 1
+    # runs of consecutive k; a run from k0 to k1 covers perm[k0 : k1 + 2]
+    cut = np.flatnonzero(np.diff(tied) != 1) + 1
+    lows = tied[np.concatenate(([0], cut))].tolist()
+    highs = (tied[np.concatenate((cut - 1, [tied.size - 1]))] + 2).tolist()
+    for lo, hi in zip(lows, highs, strict=True):
+        perm[lo:hi] = sorted(perm[lo:hi].tolist(), key=lambda i: jobs[i].job_id)
 
 
 def lift_starting(order: Sequence[PendingJob], routed: Mapping[str, Sequence[str]],

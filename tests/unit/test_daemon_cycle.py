@@ -309,7 +309,19 @@ def test_repeatable_estimator_is_not_asked_again_about_the_very_same_jobs() -> N
     from slurm_hase.daemon.state import StateCache, _build_state
 
     cfg = CycleConfig(partitions=("gpu",))
+    from dataclasses import replace as dreplace
+
     jobs = [pjob("1"), pjob("2", typed="a100"), pjob("3", features="v100"), rjob("9", "v100")]
+    # kept out of the records (held, no GPU) or rebuilt every time (no submit time: `now`)
+    odd = [dreplace(pjob("4"), held=True), dreplace(pjob("5"), gpu=None),
+           dreplace(pjob("6"), submit_time=None)]
+    cache, est = StateCache(), RepeatableEstimator()
+    first_odd = _build_state(jobs + odd, NODES, est, {}, {}, 1000.0, cfg, cache)
+    again_odd = _build_state(jobs + odd, NODES, est, {}, {}, 1060.0, cfg, cache)
+    assert again_odd == _build_state(jobs + odd, NODES, est, {}, {}, 1060.0, cfg, None)
+    assert [p.job_id for p in again_odd[0].pending] == ["1", "2", "3", "6"]
+    assert again_odd[0].pending[3].submit_time == 1060.0 != first_odd[0].pending[3].submit_time
+    assert again_odd[2] == {"": 3, "a100": 1, "v100": 1}  # 1, held 4 and 6; not GPU-less 5
     cache, est = StateCache(), RepeatableEstimator()
     first = _build_state(jobs, NODES, est, {}, {}, 1000.0, cfg, cache)
     asked = est.calls
