@@ -250,8 +250,7 @@ def _build_state(
                        job.features, job.requeue)
             if pe is not None and pe[0] == key:
                 # the same gpu asked before: num > 0
-                est = (pe[1] if reuse and same is not None and pe[2] is types
-                       else estimate(job, types))
+                est = estimate(job, types)  # (a repeatable answer was taken above)
                 if est is None:
                     continue
                 if (est is pe[1] or est == pe[1]) and (pe[2] is types or pe[2] == types):
@@ -296,10 +295,7 @@ def _build_state(
             start_t = job.start_time
             # the very same Job as last cycle
             same_r = re_ if re_ is not None and re_[5] is job and start_t is not None else None
-            if reuse and same_r is not None and same_r[2] is types:
-                est_r = same_r[1]
-            else:
-                est_r = estimate(job, types) if pools else None
+            est_r = estimate(job, types) if pools else None  # (a repeatable one: above)
             if same_r is not None:
                 rkey = same_r[0]
             else:

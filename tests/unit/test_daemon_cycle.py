@@ -306,11 +306,11 @@ class RepeatableEstimator(TableEstimator):
 
 
 def test_repeatable_estimator_is_not_asked_again_about_the_very_same_jobs() -> None:
+    from dataclasses import replace as dreplace
+
     from slurm_hase.daemon.state import StateCache, _build_state
 
     cfg = CycleConfig(partitions=("gpu",))
-    from dataclasses import replace as dreplace
-
     jobs = [pjob("1"), pjob("2", typed="a100"), pjob("3", features="v100"), rjob("9", "v100")]
     # kept out of the records (held, no GPU) or rebuilt every time (no submit time: `now`)
     odd = [dreplace(pjob("4"), held=True), dreplace(pjob("5"), gpu=None),
