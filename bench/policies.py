@@ -97,7 +97,7 @@ def _speed(data: Path, n: int, gpus: int, policy: str = "fifo") -> dict[str, Any
     # engine.simulate keeps the ~1M long-lived objects out of garbage collection while it runs
     _, m = run(jobs, spec, table, SimConfig(policy=policy, interval_s=60.0))
     return {"policy": policy, "jobs": m["jobs"], "gpus": spec.total_gpus, "sim_wall_s": m["wall_s"],
-            "cycles": m["cycles"], "updates": m["updates"],
+            "cycles": m["cycles"], "quiet_cycles": m["quiet_cycles"], "updates": m["updates"],
             "total_wall_s": time.perf_counter() - t0,
             "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
@@ -105,7 +105,8 @@ def _speed(data: Path, n: int, gpus: int, policy: str = "fifo") -> dict[str, Any
 def _speed_line(sp: dict[str, Any]) -> str:
     return (f"Speed ({sp['policy']}, daemon cycle every 60 s): {sp['jobs']} jobs on "
             f"{sp['gpus']} GPUs simulated in {sp['sim_wall_s']:.0f} s "
-            f"({sp['total_wall_s']:.0f} s with loading), {sp['cycles']} daemon cycles, "
+            f"({sp['total_wall_s']:.0f} s with loading), {sp['cycles']} daemon cycles "
+            f"({sp['quiet_cycles']} quiet: nothing changed, nothing decided), "
             f"{sp['updates']} updates, max RSS {sp['max_rss_mb']:.0f} MB "
             f"(target < 600 s, < 4096 MB)")
 

@@ -93,7 +93,7 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
                     gpu_types=cfg.gpu_types,
                     update_workers=cfg.update_workers, batch_updates=cfg.batch_updates,
                     requeue=cfg.requeue, requeue_max=cfg.requeue_max,
-                    requeue_min_run_s=cfg.requeue_min_run_s),
+                    requeue_min_run_s=cfg.requeue_min_run_s, refresh_s=cfg.refresh_s),
         LoopSettings(cfg.interval_s, cfg.backoff_s, cfg.backoff_max_s, cfg.half_life_s),
         shares=cfg.shares, metrics=metrics)
     stop = {"flag": False}

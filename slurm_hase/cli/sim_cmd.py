@@ -35,6 +35,10 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
 @click.option("--knob", "knob", multiple=True, help="Policy knob NAME=VALUE (e.g. theta=0.2).")
 @click.option("--predictor", type=click.Choice(["oracle", "model"]), default="oracle", show_default=True)
 @click.option("--interval", type=float, default=60.0, show_default=True, help="Daemon cycle (simulated s).")
+@click.option("--refresh", type=click.FloatRange(0.0), default=None,
+              help="The daemon's refresh_s: a cycle that finds no job or node changed decides "
+              "nothing until this long after the last one that did (0 = every cycle decides; "
+              "default: the daemon's default).")
 @click.option("--start", type=int, default=0, help="First trace job to use.")
 @click.option("--jobs", "count", type=int, default=None, help="Number of trace jobs to use.")
 @click.option("--tile", "tile_to", type=int, default=None, help="Repeat the trace up to N jobs.")
@@ -55,7 +59,8 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
 @click.option("--plots/--no-plots", default=True, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png", show_default=True)
 def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str, policy: str,
-             knob: tuple[str, ...], predictor: str, interval: float, start: int,
+             knob: tuple[str, ...], predictor: str, interval: float, refresh: float | None,
+             start: int,
              count: int | None, tile_to: int | None, load: float | None, seed: int,
              data_dir: Path | None, out: Path, checkpoint_share: float, requeue_overhead: float,
              hsbatch_slack: float, ledger_half_life: float, plots: bool, fmt: str) -> None:
@@ -84,6 +89,7 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str, 
     setup = TraceSetup(resolve_trace(trace, data), trace_kind, start, count, tile_to, load, seed)
     jobs = prepare_trace(setup, table, spec)
     config = SimConfig(policy=policy, knobs=_knobs(knob), interval_s=interval, predictor=predictor,
+                       refresh_s=SimConfig.refresh_s if refresh is None else refresh,
                        checkpoint_share=checkpoint_share, requeue_overhead_s=requeue_overhead,
                        hsbatch_slack=hsbatch_slack, ledger_half_life_s=ledger_half_life)
     click.echo(f"simulating {len(jobs)} jobs on {spec.total_gpus} GPUs {spec.gpus_by_type} "
@@ -96,6 +102,7 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str, 
         metrics = compute(result)
     meta = {"trace": str(setup.path), **{k: v for k, v in dataclasses.asdict(setup).items() if k != "path"},
             "policy": policy, "knobs": config.knobs, "predictor": predictor, "interval_s": interval,
+            "refresh_s": config.refresh_s,
             "gpus_by_type": spec.gpus_by_type, "ledger_half_life_s": ledger_half_life,
             "checkpoint_share": checkpoint_share, "hsbatch_slack": hsbatch_slack}
     for path in write_outputs(out, policy, result, metrics, meta):

@@ -18,7 +18,7 @@ from slurm_hase.policy.common import NICE_MAX, SLURM_NICE_LIMIT
 
 DEFAULT_DB = "/var/lib/slurm-hase/schedd.db"
 
-_SCHEDD_KEYS = {"interval_s", "partitions", "dry_run", "state_db", "model", "half_life_s",
+_SCHEDD_KEYS = {"interval_s", "refresh_s", "partitions", "dry_run", "state_db", "model", "half_life_s",
                 "nice_min_delta", "nice_quantum", "nice_scale", "nice_zero", "backoff_s", "backoff_max_s", "gpu_types", "update_workers", "batch_updates",
                 "requeue", "requeue_max", "requeue_min_run_s", "log_format", "log_level", "metrics"}
 _METRICS_KEYS = {"textfile", "port", "address"}
@@ -31,6 +31,9 @@ class DaemonConfig:
     policy: str = "fair"
     knobs: Mapping[str, float] = field(default_factory=dict)
     interval_s: float = 60.0
+    # a cycle that finds nothing changed decides nothing until this long after the last one
+    # that did (cycle.CycleConfig.refresh_s; 0 = every cycle decides)
+    refresh_s: float = 600.0  # = cycle.CycleConfig.refresh_s (a test checks)
     partitions: tuple[str, ...] | None = None
     dry_run: bool = False
     state_db: str = DEFAULT_DB
@@ -101,7 +104,8 @@ def from_mapping(
     if bad:
         raise ConfigError(f"[schedd] unknown key(s): {', '.join(sorted(bad))}")
     out: dict[str, Any] = {}
-    for key, lo, hi in (("interval_s", 1.0, 86400.0), ("half_life_s", 1.0, math.inf),
+    for key, lo, hi in (("interval_s", 1.0, 86400.0), ("refresh_s", 0.0, 86400.0),
+                        ("half_life_s", 1.0, math.inf),
                         ("backoff_s", 0.1, 3600.0), ("backoff_max_s", 0.1, 86400.0),
                         ("requeue_min_run_s", 0.0, 30 * 86400.0)):
         if key in s:

@@ -9,8 +9,10 @@ All steps are O(jobs + nodes) apart from the policy itself.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Protocol
 
 from slurm_hase.daemon.act import apply_updates
@@ -28,14 +30,14 @@ from slurm_hase.daemon.state import (
     state_digest,
 )
 from slurm_hase.policy.common import NICE_MAX
-from slurm_hase.policy.types import Decision, Policy
+from slurm_hase.policy.types import Decision, Policy, RunningJob
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.types import Job, JobUpdate, Node
 
 __all__ = [
-    "Clock", "CycleConfig", "CycleResult", "JobEstimate", "OwnedAttrs", "RuntimeEstimator",
-    "StateCache", "build_state", "job_in_partitions", "observe", "plan_updates", "run_cycle", "state_digest",
+    "Clock", "CycleConfig", "CycleResult", "JobEstimate", "OwnedAttrs", "QuietWatch",
+    "RuntimeEstimator", "StateCache", "build_state", "job_in_partitions", "observe", "plan_updates", "run_cycle", "state_digest",
 ]
 
 log = logging.getLogger("slurm_hase.daemon")
@@ -75,6 +77,32 @@ class CycleConfig:
     # How deep Slurm's passes look into the priority order (ClusterState.scheduler_depth; the
     # daemon reads it from `scontrol show config` at start, the simulator from its SlurmConfig).
     scheduler_depth: int = 0
+    # Quiet cycles (with a QuietWatch): when no job was submitted, started, ended, requeued,
+    # held or released and no node changed since the last cycle that decided, a cycle less
+    # than refresh_s after it decides nothing (0 = every cycle decides). Between such events
+    # only the age credit and usage decay move the order; refresh_s bounds how stale that is
+    # (docs/daemon.md: 600 s and 1,800 s gave the same Philly bench figures as 0).
+    refresh_s: float = 600.0
+
+
+@dataclass
+class QuietWatch:
+    """What the last deciding cycle observed (job id -> what makes a job set change, nodes)
+    and when; the caller keeps one across cycles (run_cycle's `watch`)."""
+
+    jobs: dict[str, tuple[object, ...]] | None = None
+    nodes: list[Node] | None = None
+    decided_at: float = -math.inf
+    running: list[RunningJob] = field(default_factory=list)  # for the ledger in quiet cycles
+
+
+_JOB_SET_KEY = attrgetter("state", "held", "restarts", "gpu", "partition")
+
+
+def _job_set(jobs: Sequence[Job]) -> dict[str, tuple[object, ...]]:
+    """Job id -> (state, held, restarts, GPU request, partition): a job's Nice and Features
+    are left out, as the daemon changes them itself."""
+    return dict(zip(map(attrgetter("job_id"), jobs), map(_JOB_SET_KEY, jobs), strict=True))
 
 
 @dataclass
@@ -94,6 +122,7 @@ class CycleResult:
     pending_ids: frozenset[str] = frozenset()  # every pending job observed (managed partitions)
     unavailable: bool = False  # slurmctld went away while acting: the caller should back off
     requeued: list[str] = field(default_factory=list)  # running jobs requeued (rotation)
+    quiet: bool = False  # nothing changed since the last deciding cycle: nothing was decided
     # computes (inputs digest, job id -> digest of its inputs) when first asked for: the
     # daemon records them every cycle, the simulator never reads them
     digests_of: Callable[[], tuple[str, dict[str, str]]] | None = field(default=None, repr=False)
@@ -144,6 +173,7 @@ def run_cycle(
     config: CycleConfig,
     *,
     owned: MutableMapping[str, OwnedAttrs] | None = None,
+    watch: QuietWatch | None = None,
 ) -> CycleResult:
     """Observe -> decide -> plan -> act, once.
 
@@ -151,9 +181,19 @@ def run_cycle(
     keeps it in the state store and it is updated here for every applied update. Without it,
     Features made only of known GPU types count as ours. SlurmUnavailableError from observing
     propagates (the caller backs off); while acting it stops the cycle with `unavailable=True`.
+    With `watch` and config.refresh_s > 0, a quiet cycle (CycleConfig.refresh_s) returns
+    with `quiet=True` after observing.
     """
     started = clock.now()
     jobs, nodes = observe(backend, config)
+    seen = _job_set(jobs) if watch is not None and config.refresh_s > 0 else None
+    if (watch is not None and seen is not None and started - watch.decided_at < config.refresh_s
+            and seen == watch.jobs and nodes == watch.nodes):
+        # the same jobs run as when the watch was set: the ledger counts their service as a
+        # deciding cycle would (a job that ends before the next observation keeps its share)
+        ledger.observe(watch.running, started)
+        return CycleResult(decisions=[], applied=[], skipped=[], errors=[], started=started,
+                           duration_s=max(clock.now() - started, 0.0), quiet=True)
     cache = _cache_for(backend)
     # jobs are in managed partitions already (observe), so the summary covers all of them
     state, pending_ids, by_type = _build_state(jobs, nodes, estimator, {}, shares, started,
@@ -183,6 +223,11 @@ def run_cycle(
         _apply(backend, planned, result, owned, config)
         if requeues and not result.unavailable:
             apply_requeues(backend, requeues, result, owned)
+    if watch is not None:
+        # a cycle that could not do all it planned is not a baseline: the next one decides
+        done = not (result.unavailable or result.errors)
+        watch.jobs, watch.nodes = (seen, nodes) if done else (None, None)
+        watch.decided_at, watch.running = started, list(state.running)
     result.duration_s = max(clock.now() - started, 0.0)
     return result
 

@@ -16,6 +16,7 @@ from slurm_hase.daemon.cycle import (
     CycleConfig,
     CycleResult,
     OwnedAttrs,
+    QuietWatch,
     RuntimeEstimator,
     run_cycle,
 )
@@ -66,6 +67,7 @@ class Daemon:
         self.ledger = self._load_ledger()
         self.owned: dict[str, OwnedAttrs] = {
             jid: OwnedAttrs(n, f) for jid, (n, f) in store.owned().items()}
+        self.watch = QuietWatch()  # quiet cycles (CycleConfig.refresh_s)
 
     def _scheduler_depth(self) -> int:
         """How deep slurmctld's passes look (SchedulerParameters); Slurm's defaults when it
@@ -122,13 +124,18 @@ class Daemon:
         t0 = self._monotonic()
         try:
             result = run_cycle(self.backend, self.policy, self.estimator, self.clock,
-                               self.ledger, self._shares(), self.config, owned=self.owned)
+                               self.ledger, self._shares(), self.config, owned=self.owned,
+                               watch=self.watch)
         except SlurmError as exc:
             return self._backoff(f"{type(exc).__name__}: {exc}")
         wall = self._monotonic() - t0
         self.last_result = result
         self.metrics.observe_cycle(result, wall)
-        self._record(result, wall)
+        if result.quiet:  # not a cycle row; writes kept after a lock are retried
+            log.debug("quiet cycle: no job or node changed; nothing decided")
+            self._save_usage(result.started)
+        else:
+            self._record(result, wall)
         if result.unavailable:
             return self._backoff("slurmctld went away while acting")
         if self.failures:
@@ -175,7 +182,15 @@ class Daemon:
         try:
             self.store.record_cycle(row, rows, owned_now)
             self.store.forget(gone)
-            self.store.save_usage(self.ledger.to_dict(), result.started)
+        except StoreError as exc:
+            self.metrics.inc("hase_schedd_errors_total", kind="store")
+            log.error("state store write delayed: %s", exc)
+            return
+        self._save_usage(result.started)
+
+    def _save_usage(self, now: float) -> None:
+        try:
+            self.store.save_usage(self.ledger.to_dict(), now)
         except StoreError as exc:
             self.metrics.inc("hase_schedd_errors_total", kind="store")
             log.error("state store write delayed: %s", exc)

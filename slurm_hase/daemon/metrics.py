@@ -21,7 +21,7 @@ Labels = tuple[tuple[str, str], ...]
 _HELP: dict[str, tuple[str, str]] = {
     "hase_schedd_cycle_duration_seconds": ("gauge", "Wall time of the latest cycle."),
     "hase_schedd_cycle_duration_seconds_sum": ("counter", "Total wall time of all cycles."),
-    "hase_schedd_cycles_total": ("counter", "Cycles run, by outcome (ok, unavailable, error)."),
+    "hase_schedd_cycles_total": ("counter", "Cycles run, by outcome (ok, quiet: nothing changed so nothing decided, unavailable, error)."),
     "hase_schedd_last_cycle_timestamp_seconds": ("gauge", "When the latest cycle started."),
     "hase_schedd_pending_jobs": ("gauge", "Pending GPU jobs by requested/constrained type."),
     "hase_schedd_managed_pending_jobs": ("gauge", "Pending jobs the policy saw."),
@@ -77,8 +77,11 @@ class Metrics:
         """Update every per-cycle metric from a CycleResult."""
         self.set("hase_schedd_cycle_duration_seconds", wall_s)
         self.inc("hase_schedd_cycle_duration_seconds_sum", wall_s)
-        self.inc("hase_schedd_cycles_total", outcome="unavailable" if result.unavailable else "ok")
         self.set("hase_schedd_last_cycle_timestamp_seconds", result.started)
+        if result.quiet:  # nothing observed changed: the counts below still stand
+            self.inc("hase_schedd_cycles_total", outcome="quiet")
+            return
+        self.inc("hase_schedd_cycles_total", outcome="unavailable" if result.unavailable else "ok")
         self.replace("hase_schedd_pending_jobs",
                      {(("gpu_type", t or "any"),): float(n) for t, n in result.pending_by_type.items()})
         self.set("hase_schedd_managed_pending_jobs", result.pending)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from slurm_hase.daemon.cycle import CycleConfig, run_cycle
+from slurm_hase.daemon.cycle import CycleConfig, QuietWatch, run_cycle
 from slurm_hase.daemon.state import JobEstimate, RuntimeEstimator
 from slurm_hase.errors import ConfigError
 from slurm_hase.policy.common import NICE_MAX
@@ -77,6 +77,7 @@ class SimConfig:
     policy: str = "fifo"
     knobs: dict[str, float] = field(default_factory=dict)
     interval_s: float = 60.0
+    refresh_s: float = CycleConfig.refresh_s  # quiet cycles decide nothing until then
     predictor: str = "oracle"  # or "model": the daemon's DescriptorEstimator + load_predictor()
     ledger_half_life_s: float = 7 * 86400.0
     sample_s: float = 600.0
@@ -115,6 +116,7 @@ class SimResult:
     updates: int
     wall_s: float
     unfinished: int = 0
+    quiet_cycles: int = 0  # cycles that found nothing changed and decided nothing
 
 
 def _sample(sim: SimSlurm, t: float, pending_demand: Mapping[str, float]) -> Sample:
@@ -193,13 +195,14 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
     # priority at 1 never flattens the order.
     cycle_cfg = CycleConfig(nice_scale=(slurm_cfg.weight_age + slurm_cfg.weight_fairshare) // 10 + 1,
                             nice_zero=NICE_MAX, requeue=config.checkpoint_share > 0,
-                            scheduler_depth=depths.deepest)
+                            scheduler_depth=depths.deepest, refresh_s=config.refresh_s)
+    watch = QuietWatch()
     order = sorted(trace, key=lambda j: (j.submit_s, int(j.job_id) if j.job_id.isdigit() else 0))
     n, i = len(order), 0
     t0 = order[0].submit_s if order else 0.0
     next_cycle = next_calc = next_main = next_bf = next_sample = t0
     samples: list[Sample] = []
-    cycles = updates = 0
+    cycles = updates = quiet = 0
     done_reported = stuck = 0
     cycle_seen = main_seen = bf_seen = -1
     while i < n or sim.pending or sim.running:
@@ -233,8 +236,9 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
             # With nothing pending and no start/end since the last cycle, a cycle could only
             # re-observe the same running set, which the ledger integrates exactly anyway.
             cycle_seen = sim.job_set_version
-            res = run_cycle(sim, policy, est, clock, ledger, shares, cycle_cfg)
+            res = run_cycle(sim, policy, est, clock, ledger, shares, cycle_cfg, watch=watch)
             cycles += 1
+            quiet += res.quiet
             updates += len(res.applied)
         if t >= next_cycle:
             next_cycle = _advance(next_cycle, t, config.interval_s)
@@ -263,7 +267,7 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
     return SimResult(jobs=sim.by_idx, samples=samples, gpus_by_type=spec.gpus_by_type,
                      shares=shares, cycles=cycles, updates=updates,
                      wall_s=time.perf_counter() - wall0,
-                     unfinished=len(sim.pending) + len(sim.running))
+                     unfinished=len(sim.pending) + len(sim.running), quiet_cycles=quiet)
 
 
 def opts_in(job_id: str, share: float) -> bool:

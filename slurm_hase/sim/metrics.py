@@ -118,6 +118,7 @@ def compute(result: SimResult) -> dict[str, Any]:
         "rho_gt1_share": float((rho > 1.0).mean()),
         "jain_accounts": jain_over_time(result.samples, total, result.shares),
         "cycles": result.cycles,
+        "quiet_cycles": result.quiet_cycles,
         "updates": result.updates,
         "requeues": int(sum(j.restarts for j in result.jobs)),
         "wall_s": result.wall_s,

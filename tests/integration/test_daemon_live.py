@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_hase.daemon.cycle import CycleConfig, JobEstimate, OwnedAttrs, run_cycle
+from slurm_hase.daemon.cycle import CycleConfig, JobEstimate, OwnedAttrs, QuietWatch, run_cycle
 from slurm_hase.daemon.loop import Daemon, LoopSettings, WallClock
 from slurm_hase.daemon.reset import reset_decisions
 from slurm_hase.errors import SlurmError
@@ -97,6 +97,32 @@ def test_hase_constrains_to_a100_and_leaves_typed_jobs(
     for jid in mine:
         assert started[jid][4].startswith("a100-"), started[jid]
     assert started[typed][4].startswith("t4-") and started[user_c][4].startswith("v100-")
+
+
+def test_quiet_cycle_on_real_squeue_and_sinfo_output(
+        slurm_backend: CommandBackend, slurm_runner: SubprocessRunner,
+        submitted: list[str]) -> None:
+    """Two observations of an unchanged cluster compare equal; our own Nice/Features updates
+    are no change, a new job or a job that starts is."""
+    for i in range(2):
+        submit(slurm_backend, submitted, f"hase-q{i}", "--gpus=1")
+    cfg = replace(CFG, refresh_s=3600.0)
+    watch, owned, ledger = QuietWatch(), {}, UsageLedger(3600.0)
+    fair = make_policy("fair")
+
+    def cycle() -> bool:
+        res = run_cycle(slurm_backend, fair, Table(), WallClock(), ledger, {}, cfg,
+                        owned=owned, watch=watch)
+        assert res.errors == []
+        return res.quiet
+
+    assert not cycle() and owned  # decided: Nice and constraints set
+    assert cycle()  # the same jobs and nodes, our updates aside
+    submit(slurm_backend, submitted, "hase-q2", "--gpus=1")
+    assert not cycle()
+    assert cycle()
+    release_and_wait(slurm_runner, submitted[:1], 1)
+    assert not cycle()
 
 
 def test_fair_orders_accounts_by_usage_and_reset_undoes_it(

@@ -24,6 +24,13 @@ def test_defaults_without_file() -> None:
     assert cfg.policy == "fair" and cfg.partitions is None and not cfg.dry_run
 
 
+def test_refresh_s_is_read_and_defaults_as_the_cycle_does() -> None:
+    from slurm_hase.daemon.cycle import CycleConfig
+
+    assert from_mapping({"schedd": {"refresh_s": 0}}).refresh_s == 0.0
+    assert load_config(None).refresh_s == CycleConfig().refresh_s == 600.0
+
+
 def test_nice_range_fits_slurms_limit_at_the_edge() -> None:
     assert from_mapping({"schedd": {"nice_scale": 21_474}}).nice_scale == 21_474
     assert from_mapping({"schedd": {"nice_scale": 42_949, "nice_zero": 50_000}}).nice_zero == 50_000
@@ -38,6 +45,7 @@ def test_nice_range_fits_slurms_limit_at_the_edge() -> None:
     ({"schedd": {"intervall_s": 5}}, "unknown key"),
     ({"schedd": {"interval_s": 0}}, "interval_s"),
     ({"schedd": {"interval_s": "5"}}, "must be a number"),
+    ({"schedd": {"refresh_s": -1}}, "refresh_s: -1 is out of range"),
     ({"schedd": {"partitions": ["gpu; rm -rf /"]}}, "plain names"),
     ({"schedd": {"metrics": {"textfile": "/tmp/x.txt"}}}, "\\.prom"),
     ({"shares": {"acct": -1}}, "out of range"),

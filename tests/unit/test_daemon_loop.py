@@ -47,9 +47,11 @@ def pjob(jid: str, **kw: object) -> Job:
                state=JobState.PENDING, gpu=GpuRequest(1, None, "job"), **kw)  # type: ignore[arg-type]
 
 
-def make(tmp_path: Path, fb: FakeBackend, dry: bool = False) -> tuple[Daemon, StateStore]:
+def make(tmp_path: Path, fb: FakeBackend, dry: bool = False,
+         refresh_s: float = 600.0) -> tuple[Daemon, StateStore]:
     store = StateStore(tmp_path / "s.db")
-    d = Daemon(fb, NiceEverything(), Est(), Clock(), store, CycleConfig(dry_run=dry),
+    d = Daemon(fb, NiceEverything(), Est(), Clock(), store,
+               CycleConfig(dry_run=dry, refresh_s=refresh_s),
                LoopSettings(interval_s=30, backoff_s=2, backoff_max_s=10, half_life_s=60),
                shares={"a": 1.0})
     return d, store
@@ -78,6 +80,22 @@ def test_records_cycle_decisions_and_ownership(tmp_path: Path) -> None:
     assert d2.owned == {"1": OwnedAttrs(40, "a100")}
 
 
+def test_quiet_cycles_are_counted_not_recorded(tmp_path: Path) -> None:
+    fb = FakeBackend([pjob("1"), pjob("2")], [gpu_node("a1", "a100")])
+    store = StateStore(tmp_path / "s.db")
+    d = Daemon(fb, NiceEverything(), Est(), Clock(), store, CycleConfig(refresh_s=600.0),
+               LoopSettings(interval_s=30, half_life_s=60), shares={"a": 1.0})
+    d.step()
+    assert d.step() <= 30 and d.last_result is not None and d.last_result.quiet
+    assert len(store.cycles()) == 1 and len(fb.updates) == 2
+    text = d.metrics.render()
+    assert 'hase_schedd_cycles_total{outcome="quiet"} 1' in text
+    assert 'hase_schedd_cycles_total{outcome="ok"} 1' in text
+    fb.job_list.append(pjob("3"))  # a new job: the next cycle decides and records
+    d.step()
+    assert len(store.cycles()) == 2 and len(fb.updates) == 3
+
+
 class SeesDepth:
     name = "depth"
     summary = "records the scheduler depth its state carries"
@@ -96,8 +114,8 @@ def test_reads_slurms_scheduler_depth_once_and_hands_it_to_the_policy(
     fb.depths = SchedulerDepths(backfill=5000, main=250)
     pol = SeesDepth()
     settings = LoopSettings(interval_s=30, half_life_s=60)
-    d = Daemon(fb, pol, Est(), Clock(), StateStore(tmp_path / "s.db"), CycleConfig(), settings,
-               shares={"a": 1.0})
+    d = Daemon(fb, pol, Est(), Clock(), StateStore(tmp_path / "s.db"),
+               CycleConfig(refresh_s=0.0), settings, shares={"a": 1.0})  # every cycle decides
     d.step()
     d.step()
     assert pol.seen == [5000, 5000]
@@ -145,7 +163,7 @@ def test_backs_off_while_slurmctld_is_down_then_resumes(
 
 def test_run_loop_sleeps_and_stops(tmp_path: Path) -> None:
     fb = FakeBackend([pjob("1")], [gpu_node("a1", "a100")])
-    d, store = make(tmp_path, fb)
+    d, store = make(tmp_path, fb, refresh_s=0.0)  # every cycle decides and is recorded
     slept: list[float] = []
     d.run(should_stop=lambda: len(slept) >= 45, sleep=slept.append)
     assert len(store.cycles()) == 2  # 30 s interval, sleeping 1 s at a time
@@ -165,9 +183,13 @@ def test_store_locked_during_cycle_keeps_the_record(tmp_path: Path) -> None:
     assert fb.updates and store.backlog
     assert d.metrics.get("hase_schedd_errors_total", kind="store") >= 1
     other.execute("ROLLBACK")
+    d.step()  # nothing changed: a quiet cycle, which still writes what was kept
+    assert d.last_result is not None and d.last_result.quiet
+    assert store.backlog == [] and len(store.cycles()) == 1
+    assert store.owned() == {"1": (40, "a100")} and store.latest_usage() is not None
+    fb.job_list.append(pjob("2"))
     d.step()
-    assert store.backlog == [] and len(store.cycles()) == 2
-    assert store.owned() == {"1": (40, "a100")}
+    assert len(store.cycles()) == 2
 
 
 def test_metrics_text_textfile_and_http(tmp_path: Path) -> None:

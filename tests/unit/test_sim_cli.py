@@ -72,3 +72,22 @@ def test_simulate_ledger_half_life_is_used_and_checked(tmp_path: Path, fixtures_
     assert meta["ledger_half_life_s"] == 3600.0
     bad = CliRunner().invoke(simulate, [*common, "--ledger-half-life", "0"])
     assert bad.exit_code == 2 and "ledger-half-life" in bad.output
+
+
+def test_simulate_refresh_is_used_and_checked(tmp_path: Path, fixtures_dir: Path) -> None:
+    data = _data_dir(tmp_path, fixtures_dir)
+    trace = fixtures_dir / "sim" / "gavel_max_min_fairness_excerpt.trace"
+    common = ["--trace", str(trace), "--gpus", "k80=4,p100=4,v100=4", "--policy", "fair",
+              "--data-dir", str(data), "--no-plots"]
+    quiet = []
+    for refresh in ("0", None):
+        out = tmp_path / f"o{refresh}"
+        res = CliRunner().invoke(simulate, [*common, "--out", str(out),
+                                            *(["--refresh", refresh] if refresh else [])])
+        assert res.exit_code == 0, res.output
+        summary = json.loads((out / "fair.json").read_text())
+        assert summary["meta"]["refresh_s"] == (0.0 if refresh else 600.0)
+        quiet.append(summary["metrics"]["quiet_cycles"])
+    assert quiet[0] == 0 and quiet[1] > 0
+    bad = CliRunner().invoke(simulate, [*common, "--refresh", "-5", "--out", str(tmp_path)])
+    assert bad.exit_code == 2 and "refresh" in bad.output

@@ -133,6 +133,19 @@ def test_skipping_the_passive_fifo_cycle_changes_no_result(table: ThroughputTabl
             == [(j.trace.job_id, j.gpu_type, j.start, j.end) for j in cycled.jobs])
 
 
+def test_quiet_cycles_skip_deciding_and_refresh_bounds_them(table: ThroughputTable,
+                                                           fixtures_dir: Path) -> None:
+    """With refresh_s the cycles that see no change decide nothing (the daemon's own code)."""
+    jobs = _gavel_jobs(fixtures_dir, table, 2)
+    spec = uniform_cluster({"k80": 4, "p100": 4, "v100": 4})
+    every = simulate(jobs, spec, table, SimConfig(policy="fair", interval_s=60, refresh_s=0))
+    quiet = simulate(jobs, spec, table, SimConfig(policy="fair", interval_s=60, refresh_s=600))
+    rare = simulate(jobs, spec, table, SimConfig(policy="fair", interval_s=60, refresh_s=1e9))
+    assert every.quiet_cycles == 0 and 0 < quiet.quiet_cycles < rare.quiet_cycles
+    for res in (quiet, rare):
+        assert compute(res)["unfinished"] == 0 and res.updates > 0
+
+
 def test_same_seed_same_numbers(table: ThroughputTable, fixtures_dir: Path) -> None:
     spec = uniform_cluster({"k80": 8, "p100": 8, "v100": 8})
     runs = []
