@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
@@ -90,7 +91,7 @@ class QuietWatch:
     """What the last deciding cycle observed (job id -> what makes a job set change, nodes)
     and when; the caller keeps one across cycles (run_cycle's `watch`)."""
 
-    jobs: dict[str, tuple[object, ...]] | None = None
+    jobs: list[Job] | None = None
     nodes: list[Node] | None = None
     decided_at: float = -math.inf
     running: list[RunningJob] = field(default_factory=list)  # for the ledger in quiet cycles
@@ -103,6 +104,20 @@ def _job_set(jobs: Sequence[Job]) -> dict[str, tuple[object, ...]]:
     """Job id -> (state, held, restarts, GPU request, partition): a job's Nice and Features
     are left out, as the daemon changes them itself."""
     return dict(zip(map(attrgetter("job_id"), jobs), map(_JOB_SET_KEY, jobs), strict=True))
+
+
+def _same_job_set(before: Sequence[Job] | None, now: Sequence[Job]) -> bool:
+    """Whether `now` holds the same jobs as `before` with the same _job_set entries. Cheap
+    where a backend hands back the same Job objects (the simulator): those are not compared."""
+    if before is None or len(before) != len(now):
+        return False
+    if all(map(operator.is_, before, now)):
+        return True
+    ids = attrgetter("job_id")
+    if list(map(ids, before)) == list(map(ids, now)):  # the same order: compare the others
+        return all(_JOB_SET_KEY(a) == _JOB_SET_KEY(b) for a, b in zip(before, now, strict=True)
+                   if a is not b)
+    return _job_set(before) == _job_set(now)
 
 
 @dataclass
@@ -186,9 +201,8 @@ def run_cycle(
     """
     started = clock.now()
     jobs, nodes = observe(backend, config)
-    seen = _job_set(jobs) if watch is not None and config.refresh_s > 0 else None
-    if (watch is not None and seen is not None and started - watch.decided_at < config.refresh_s
-            and seen == watch.jobs and nodes == watch.nodes):
+    if (watch is not None and started - watch.decided_at < config.refresh_s
+            and nodes == watch.nodes and _same_job_set(watch.jobs, jobs)):
         # the same jobs run as when the watch was set: the ledger counts their service as a
         # deciding cycle would (a job that ends before the next observation keeps its share)
         ledger.observe(watch.running, started)
@@ -226,7 +240,7 @@ def run_cycle(
     if watch is not None:
         # a cycle that could not do all it planned is not a baseline: the next one decides
         done = not (result.unavailable or result.errors)
-        watch.jobs, watch.nodes = (seen, nodes) if done else (None, None)
+        watch.jobs, watch.nodes = (jobs, nodes) if done else (None, None)
         watch.decided_at, watch.running = started, list(state.running)
     result.duration_s = max(clock.now() - started, 0.0)
     return result

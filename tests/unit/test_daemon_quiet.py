@@ -102,3 +102,29 @@ def test_ledger_after_quiet_cycles_matches_every_cycle_deciding() -> None:
     assert quiet_l.usage().keys() == busy_l.usage().keys() == {"b", "c"}
     for acct, used in busy_l.usage().items():
         assert abs(quiet_l.usage()[acct] - used) <= 1e-9 * used
+
+
+def test_squeue_order_does_not_matter_but_every_field_does() -> None:
+    """A real backend parses new Job objects each time, in an order that follows priority."""
+    fb = FakeBackend([pjob("1"), pjob("2", nice=5), rjob("9", "a100")], NODES)
+    pol, clock, watch = Scripted(), Clock(1000.0), QuietWatch()
+    cycle(fb, pol, clock, watch)
+    fb.job_list = [replace(j) for j in reversed(fb.job_list)]  # new objects, new order
+    fb.job_list[1] = replace(fb.job_list[1], nice=40, features="a100")  # as we would set them
+    clock.t += 60.0
+    assert cycle(fb, pol, clock, watch).quiet
+    fb.job_list = [replace(j) for j in fb.job_list]  # same order, new objects
+    clock.t += 60.0
+    assert cycle(fb, pol, clock, watch).quiet
+    for change in ({"restarts": 1}, {"partition": "other,gpu"}, {"held": True}):
+        before = list(fb.job_list)
+        fb.job_list = list(reversed(before))
+        fb.job_list[0] = replace(fb.job_list[0], **change)  # type: ignore[arg-type]
+        clock.t += 60.0
+        assert not cycle(fb, pol, clock, watch).quiet, change
+    clock.t += 60.0
+    assert cycle(fb, pol, clock, watch).quiet
+    k = next(i for i, j in enumerate(fb.job_list) if j.state is JobState.PENDING)
+    fb.job_list[k] = replace(fb.job_list[k], state=JobState.RUNNING)  # same order: one differs
+    clock.t += 60.0
+    assert not cycle(fb, pol, clock, watch).quiet
