@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import logging
 import math
-import operator
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
-from operator import attrgetter
+from operator import attrgetter, is_
 from typing import Protocol
 
 from slurm_hase.daemon.act import apply_updates
@@ -88,8 +87,8 @@ class CycleConfig:
 
 @dataclass
 class QuietWatch:
-    """What the last deciding cycle observed (job id -> what makes a job set change, nodes)
-    and when; the caller keeps one across cycles (run_cycle's `watch`)."""
+    """What the last deciding cycle observed (its jobs and nodes), when, and the running jobs
+    it built; the caller keeps one across cycles (run_cycle's `watch`)."""
 
     jobs: list[Job] | None = None
     nodes: list[Node] | None = None
@@ -111,7 +110,7 @@ def _same_job_set(before: Sequence[Job] | None, now: Sequence[Job]) -> bool:
     where a backend hands back the same Job objects (the simulator): those are not compared."""
     if before is None or len(before) != len(now):
         return False
-    if all(map(operator.is_, before, now)):
+    if all(map(is_, before, now)):
         return True
     ids = attrgetter("job_id")
     if list(map(ids, before)) == list(map(ids, now)):  # the same order: compare the others
