@@ -6,6 +6,7 @@ import hashlib
 import json
 import shlex
 import signal
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -140,11 +141,17 @@ def status_cmd(as_json: bool, cycles: int, config_path: str | None, state_db: st
     store = StateStore(cfg.state_db)
     data = {"state_db": cfg.state_db, "policy": cfg.policy, "cycles": store.cycles(cycles),
             "owned_jobs": len(store.owned()), "model": store.latest_model(),
-            "usage": (store.latest_usage() or {}).get("usage", {})}
+            "usage": (store.latest_usage() or {}).get("usage", {}),
+            "last_observed": store.last_observed()}
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
         return
     click.echo(f"state store: {cfg.state_db}   policy (config): {cfg.policy}")
+    seen = data["last_observed"]
+    if seen is not None:
+        ago = max(time.time() - seen, 0.0)
+        click.echo(f"last observed Slurm: {ago:.0f} s ago (cycles that found nothing changed "
+                   "decide nothing and are not listed below; see refresh_s)")
     click.echo(f"jobs carrying our Nice/Features: {data['owned_jobs']}")
     for c in data["cycles"]:
         click.echo(f"  cycle {c['id']:>6}  {c['policy']:<6} pending={c['pending']:<5} "

@@ -234,6 +234,11 @@ class StateStore:
         rows = list(self.db.table("usage_snapshots").rows_where(order_by="id desc", limit=1))
         return dict(json.loads(rows[0]["ledger"])) if rows else None
 
+    def last_observed(self) -> float | None:
+        """When the daemon last observed Slurm (every cycle, quiet ones too, saves the ledger)."""
+        row = self.db.execute("SELECT MAX(at) FROM usage_snapshots").fetchone()
+        return float(row[0]) if row and row[0] is not None else None
+
     def record_model(self, path: str, digest: str, info: Mapping[str, Any]) -> None:
         """Note the predictor model in use (only when it differs from the latest)."""
         latest = self.latest_model()

@@ -27,6 +27,16 @@ def test_status_json(tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     assert data["owned_jobs"] == 1 and data["cycles"][0]["policy"] == "hase"
+    assert data["last_observed"] is None
+    st = StateStore(db)
+    st.save_usage({"half_life_s": 60.0, "usage": {}}, 1000.0)
+    st.save_usage({"half_life_s": 60.0, "usage": {}}, 1060.0)  # a quiet cycle's snapshot
+    st.close()
+    data = json.loads(CliRunner().invoke(
+        cli, ["schedd", "status", "--json", "--state-db", str(db)]).output)
+    assert data["last_observed"] == 1060.0
+    text = CliRunner().invoke(cli, ["schedd", "status", "--state-db", str(db)]).output
+    assert "last observed Slurm:" in text and "refresh_s" in text
     missing = CliRunner().invoke(cli, ["schedd", "status", "--state-db", str(tmp_path / "no.db")])
     assert missing.exit_code != 0 and "no state store" in missing.output
 
