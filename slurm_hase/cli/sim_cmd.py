@@ -38,7 +38,7 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
 @click.option("--refresh", type=click.FloatRange(0.0), default=None,
               help="The daemon's refresh_s: a cycle that finds no job or node changed decides "
               "nothing until this long after the last one that did (0 = every cycle decides; "
-              "default: the daemon's default).")
+              "default: 600, as the daemon).")
 @click.option("--start", type=int, default=0, help="First trace job to use.")
 @click.option("--jobs", "count", type=int, default=None, help="Number of trace jobs to use.")
 @click.option("--tile", "tile_to", type=int, default=None, help="Repeat the trace up to N jobs.")
