@@ -93,7 +93,7 @@ class QuietWatch:
     jobs: list[Job] | None = None
     nodes: list[Node] | None = None
     decided_at: float = -math.inf
-    running: list[RunningJob] = field(default_factory=list)  # for the ledger in quiet cycles
+    running: Sequence[RunningJob] = ()  # for the ledger in quiet cycles
 
 
 _JOB_SET_KEY = attrgetter("state", "held", "restarts", "gpu", "partition")
@@ -240,7 +240,7 @@ def run_cycle(
         # a cycle that could not do all it planned is not a baseline: the next one decides
         done = not (result.unavailable or result.errors)
         watch.jobs, watch.nodes = (jobs, nodes) if done else (None, None)
-        watch.decided_at, watch.running = started, list(state.running)
+        watch.decided_at, watch.running = started, state.running  # built this cycle
     result.duration_s = max(clock.now() - started, 0.0)
     return result
 
