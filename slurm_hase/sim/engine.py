@@ -117,6 +117,7 @@ class SimResult:
     wall_s: float
     unfinished: int = 0
     quiet_cycles: int = 0  # cycles that found nothing changed and decided nothing
+    usage: dict[str, float] = field(default_factory=dict)  # the daemon's ledger, last cycle
 
 
 def _sample(sim: SimSlurm, t: float, pending_demand: Mapping[str, float]) -> Sample:
@@ -233,9 +234,13 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
             sched.recalc(t)
             next_calc = _advance(next_calc, t, slurm_cfg.calc_period_s)
         if daemon and t >= next_cycle and (sim.pending or sim.job_set_version != cycle_seen):
-            # With nothing pending and no start/end since the last cycle, a cycle could only
-            # re-observe the same running set, which the ledger integrates exactly anyway.
+            # Ticks with nothing pending and no start/end since the last cycle are skipped: each
+            # would be a quiet cycle, whose only effect (the ledger's) is caught up here.
             cycle_seen = sim.job_set_version
+            if t > next_cycle:
+                # ticks skipped while nothing was pending or changed: each would have been a
+                # quiet cycle counting the same running jobs, up to the last tick before now
+                _observe_skipped(ledger, watch, _last_tick(next_cycle, t, config.interval_s))
             res = run_cycle(sim, policy, est, clock, ledger, shares, cycle_cfg, watch=watch)
             cycles += 1
             quiet += res.quiet
@@ -267,13 +272,28 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
     return SimResult(jobs=sim.by_idx, samples=samples, gpus_by_type=spec.gpus_by_type,
                      shares=shares, cycles=cycles, updates=updates,
                      wall_s=time.perf_counter() - wall0,
-                     unfinished=len(sim.pending) + len(sim.running), quiet_cycles=quiet)
+                     unfinished=len(sim.pending) + len(sim.running), quiet_cycles=quiet,
+                     usage=ledger.usage())
 
 
 def opts_in(job_id: str, share: float) -> bool:
     """Whether a job opts in to checkpointing: a stable hash of its id below `share`."""
     h = int.from_bytes(hashlib.sha1(job_id.encode(), usedforsecurity=False).digest()[:8], "big")
     return h / 2.0**64 < share
+
+
+def _last_tick(mark: float, now: float, step: float) -> float:
+    """The last tick of the grid mark + k*step (k >= 0) strictly before `now` (> mark)."""
+    if step <= 0:
+        return mark
+    return mark + (math.ceil((now - mark) / step) - 1) * step
+
+
+def _observe_skipped(ledger: UsageLedger, watch: QuietWatch, tick: float) -> None:
+    """What the quiet cycles of skipped ticks add to the ledger: the running jobs the last
+    cycle saw (none started or ended since), integrated up to `tick`."""
+    if watch.running and (ledger.last_time is None or tick > ledger.last_time):
+        ledger.observe(watch.running, tick)
 
 
 def _advance(mark: float, now: float, step: float) -> float:

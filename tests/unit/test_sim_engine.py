@@ -240,3 +240,20 @@ def test_samples_lie_on_a_uniform_grid_through_quiet_stretches(table: Throughput
     end = max(j.end for j in res.jobs)
     assert len(times) == int(end // 600.0) + 1
     assert all(s.running == 1 for s in res.samples[2:-1])  # the quiet stretch, sampled as it was
+
+
+def test_ledger_counts_service_through_stretches_without_cycles(table: ThroughputTable) -> None:
+    # a 10-hour job alone: nothing pends and nothing changes for hours, so the engine runs no
+    # cycle, yet the ledger must count its service as the quiet cycles of those ticks would
+    spec = uniform_cluster({"v100": 4})
+    res = simulate([_job(1, 0.0, dur=36000.0), _job(2, 40000.0, dur=600.0, acct="b")], spec,
+                   table, SimConfig(policy="fair", interval_s=60.0))
+    job = res.jobs[0]
+    ran = job.end - job.start
+    h = SimConfig().ledger_half_life_s
+    last = max(j.end for j in res.jobs) + 60.0  # the ledger's last observation is before this
+
+    def service(dt: float, decayed_to: float) -> float:  # 1 GPU at its best speed for dt
+        return float((h / np.log(2)) * (1 - 0.5 ** (dt / h)) * 0.5 ** ((decayed_to - job.end) / h))
+    # up to the last tick before the job ended (< 60 s short), never more than it ran
+    assert service(ran - 60.0, last) * (1 - 1e-9) <= res.usage["a"] <= service(ran, job.end)
