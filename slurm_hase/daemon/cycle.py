@@ -16,6 +16,7 @@ from operator import attrgetter, is_
 from typing import Protocol
 
 from slurm_hase.daemon.act import apply_updates
+from slurm_hase.daemon.digest import job_digest, state_digest
 from slurm_hase.daemon.requeue import apply_requeues, plan_requeues
 from slurm_hase.daemon.safety import OwnedAttrs, plan_updates, record_owned
 from slurm_hase.daemon.state import (
@@ -25,9 +26,7 @@ from slurm_hase.daemon.state import (
     _build_state,
     _cache_for,
     build_state,
-    job_digest,
     job_in_partitions,
-    state_digest,
 )
 from slurm_hase.policy.common import NICE_MAX
 from slurm_hase.policy.types import Decision, Policy, RunningJob

@@ -2,12 +2,11 @@
 
 build_state turns what the backend reports (jobs, nodes) plus the estimator's predictions into
 a ClusterState; a StateCache (one per backend) reuses the records of unchanged jobs between
-cycles. Digests of the inputs are recorded with every cycle. All steps are O(jobs + nodes).
+cycles (digest.py digests the inputs). All steps are O(jobs + nodes).
 """
 
 from __future__ import annotations
 
-import hashlib
 import operator
 import weakref
 from collections.abc import Mapping, Sequence
@@ -76,6 +75,8 @@ class StateCache:
                                       float, RunningJob, Job]] = {}
         self.texts: dict[str, tuple[object, str]] = {}  # job id -> (record, repr of its key)
         self.types: tuple[str, ...] = ()
+        self.node_parts: dict[str, tuple[Node, NodePart]] = {}  # node name -> (node, its part)
+        self.cap_parts: list[CapPart | None] = []  # what the Capacity was built of
 
 
 _CACHES: weakref.WeakKeyDictionary[object, StateCache] = weakref.WeakKeyDictionary()
@@ -92,20 +93,46 @@ def _cache_for(backend: object) -> StateCache:
     return cache
 
 
-def _summarize(nodes: Sequence[Node]) -> tuple[dict[str, GpuPool], Capacity]:
-    """GPU pools and feature Capacity of usable nodes, in one pass."""
-    acc: dict[str, list[int]] = {}  # type -> [total, free, nodes, max_per_node, mps_total]
-    cap = Capacity()
-    for node in nodes:
-        if not node.usable:
+CapPart = tuple[tuple[str, ...], tuple[tuple[str, int], ...]]  # partitions, (type, GPUs)
+NodePart = tuple[tuple[tuple[str, int, int, int], ...], CapPart | None]
+
+
+def _node_part(node: Node) -> NodePart:
+    """What one node adds: (type, GPUs, free, MPS total) per GPU type when usable, and what
+    Capacity counts of it (partitions, (type, GPUs) with the type in Features; None: nothing)."""
+    if not node.usable:
+        return (), None
+    entries = []
+    cap: list[tuple[str, int]] = []
+    feats: frozenset[str] | None = None
+    gpus = node.gpus
+    for raw_type, count in gpus.items():
+        gtype = raw_type.lower()
+        if not gtype or count <= 0:
             continue
-        feats: frozenset[str] | None = None
-        gpus = node.gpus
-        for raw_type, count in gpus.items():
-            gtype = raw_type.lower()
-            if not gtype or count <= 0:
-                continue
-            free = max(count - node.gpus_alloc.get(raw_type, 0), 0)
+        free = max(count - node.gpus_alloc.get(raw_type, 0), 0)
+        entries.append((gtype, count, free, node.mps_total if len(gpus) == 1 else 0))
+        if feats is None:
+            feats = lower_features(node.features)
+        if gtype in feats:
+            cap.append((gtype, count))
+    return tuple(entries), ((node.partitions, tuple(cap)) if cap else None)
+
+
+def _summarize(nodes: Sequence[Node], cache: StateCache | None = None
+               ) -> tuple[dict[str, GpuPool], Capacity]:
+    """GPU pools and feature Capacity of usable nodes, in one pass. With `cache`, a node
+    object seen last time is not read again, and the Capacity stands while no node's part
+    of it changed (allocations do not change it)."""
+    acc: dict[str, list[int]] = {}  # type -> [total, free, nodes, max_per_node, mps_total]
+    old = cache.node_parts if cache is not None else {}
+    parts: dict[str, tuple[Node, NodePart]] = {}
+    cap_parts: list[CapPart | None] = []
+    for node in nodes:
+        hit = old.get(node.name)
+        part = hit[1] if hit is not None and hit[0] is node else _node_part(node)
+        parts[node.name] = (node, part)
+        for gtype, count, free, mps in part[0]:
             entry = acc.get(gtype)
             if entry is None:
                 entry = acc[gtype] = [0, 0, 0, 0, 0]
@@ -114,11 +141,19 @@ def _summarize(nodes: Sequence[Node]) -> tuple[dict[str, GpuPool], Capacity]:
             entry[2] += 1
             if count > entry[3]:
                 entry[3] = count
-            entry[4] += node.mps_total if len(gpus) == 1 else 0
-            if feats is None:
-                feats = lower_features(node.features)
-            if gtype in feats:
-                cap.add(node.partitions, gtype, count)
+            entry[4] += mps
+        cap_parts.append(part[1])
+    if cache is not None and cache.summary is not None and cache.cap_parts == cap_parts:
+        cap = cache.summary[1]
+    else:
+        cap = Capacity()
+        for cp in cap_parts:
+            if cp is not None:
+                node_partitions, counts = cp
+                for gtype, count in counts:
+                    cap.add(node_partitions, gtype, count)
+    if cache is not None:
+        cache.node_parts, cache.cap_parts = parts, cap_parts
     pools = {}
     for gtype, (total, free, n_nodes, per_node, mps_total) in sorted(acc.items()):
         mps_cap = max(mps_total // total, 1) if mps_total else 100
@@ -133,7 +168,7 @@ def _node_summary(nodes: Sequence[Node], cache: StateCache | None
     prev = cache.nodes
     if (cache.summary is None or len(prev) != len(nodes)
             or not all(map(operator.is_, prev, nodes))):
-        cache.summary = _summarize(nodes)
+        cache.summary = _summarize(nodes, cache)
         cache.nodes = list(nodes)
     return cache.summary
 
@@ -258,6 +293,18 @@ def _build_state(
                     new_p[job.job_id] = (key, est, types, pe[3], job, tkey)  # newest: `is` hits
                     continue
                 num, frac = _gpu_shape(job)
+            elif pe is not None and _only_nice_or_features(pe[0], key):
+                # the daemon's own Nice/Features update: the record is the same but for those
+                est = estimate(job, types)
+                if est is None:
+                    continue
+                if (est is pe[1] or est == pe[1]) and (pe[2] is types or pe[2] == types):
+                    pj = replace(pe[3], features=job.features,
+                                 nice=(job.nice if scale == 1 else round(job.nice / scale)) + zero)
+                    pending.append(pj)
+                    new_p[job.job_id] = (key, est, types, pj, job, tkey)
+                    continue
+                num, frac = _gpu_shape(job)
             else:
                 num, frac = _gpu_shape(job)
                 if num <= 0:
@@ -320,6 +367,12 @@ def _build_state(
     return state_out, frozenset(pending_ids), by_type
 
 
+def _only_nice_or_features(before: tuple[object, ...], now: tuple[object, ...]) -> bool:
+    """Whether two pending-job keys (account, user, submit, now, GPU request, nice, features,
+    requeue) differ at most in nice and features."""
+    return before[:5] == now[:5] and before[7] == now[7]
+
+
 def _running_est(job: Job, pools: Mapping[str, GpuPool], est: JobEstimate | None,
                  now: float) -> tuple[float, RunningJob]:
     """(expected end before clamping to now, the RunningJob)."""
@@ -346,49 +399,3 @@ def _running_est(job: Job, pools: Mapping[str, GpuPool], est: JobEstimate | None
         restarts=job.restarts,
         runtime_s={} if est is None else {t: r for t, r in est.runtime_s.items()
                                           if t in pools and r > 0})
-
-
-def state_digest(state: ClusterState, cache: StateCache | None = None) -> str:
-    """A short stable digest of a policy's inputs (recorded with every cycle).
-
-    The sha1 of repr((now, pools, shares, usage, pending keys, running keys)); with `cache`
-    the repr of each job's key is kept between cycles, so only the join and the hash are O(n).
-    """
-    old = cache.texts if cache is not None else {}
-    new: dict[str, tuple[object, str]] = {}
-    pend = []
-    for p in state.pending:
-        e = old.get(p.job_id)
-        if e is None or e[0] is not p:
-            e = (p, repr(_pending_key(p)))
-        new[p.job_id] = e
-        pend.append(e[1])
-    run = []
-    for r in state.running:
-        e = old.get(r.job_id)
-        if e is None or e[0] is not r:
-            e = (r, repr((r.job_id, r.gpu_type, r.num_gpus, r.gpu_fraction, r.start_time,
-                          r.expected_end, r.relative_speed)))
-        new[r.job_id] = e
-        run.append(e[1])
-    if cache is not None:
-        cache.texts = new
-    # exactly repr() of the 6-tuple (lists of reprs joined as repr(list) does)
-    text = "".join((
-        "(", repr(state.now), ", ", repr(sorted(state.pools.items())), ", ",
-        repr(sorted(state.shares.items())), ", ", repr(sorted(state.usage.items())), ", [",
-        ", ".join(pend), "], [", ", ".join(run), "])"))
-    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:16]
-
-
-def _pending_key(p: PendingJob) -> tuple[object, ...]:
-    return (p.job_id, p.account, p.user, p.submit_time, p.num_gpus, tuple(p.runtime_s.items()),
-            p.gpu_fraction, tuple(p.mps_slowdown.items()), p.pinned_type, p.nice, p.features,
-            p.memory_gb, p.preemptible)
-
-
-def job_digest(p: PendingJob, cache: StateCache | None = None) -> str:
-    """Digest of one pending job's policy inputs."""
-    e = cache.texts.get(p.job_id) if cache is not None else None
-    text = e[1] if e is not None and e[0] is p else repr(_pending_key(p))
-    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:16]

@@ -101,6 +101,14 @@ def job_values(job: PendingJob, types: Sequence[str]) -> dict[str, float]:
     return {k: best / eff[k] for k in types}
 
 
+def _same_inputs(before: PendingJob, now: PendingJob) -> bool:
+    """Whether a job's usable types, values and best runtime are those of its earlier record:
+    the same runtime and slowdown mappings (the very objects) and the same shape and pin."""
+    return (before.runtime_s is now.runtime_s and before.mps_slowdown is now.mps_slowdown
+            and before.num_gpus == now.num_gpus and before.gpu_fraction == now.gpu_fraction
+            and before.pinned_type == now.pinned_type)
+
+
 @dataclass
 class FairPolicy:
     """Fair order by account deficit, shortest first inside accounts, earliest-completion types."""
@@ -211,12 +219,15 @@ class FairPolicy:
         fresh: dict[str, tuple[PendingJob, list[str], dict[str, float], float]] = {}
         for job in state.pending:
             entry = memo.get(job.job_id)
-            if entry is None or entry[0] is not job:  # a new record: derive its values
-                types = usable_types(job, state.pools)
-                if job.pinned_type is not None:
-                    types = [job.pinned_type] if job.pinned_type in types else []
-                entry = (job, types, job_values(job, types) if types else {},
-                         min((job.runtime_s[k] for k in types), default=0.0))
+            if entry is None or entry[0] is not job:
+                if entry is not None and _same_inputs(entry[0], job):
+                    entry = (job, entry[1], entry[2], entry[3])  # only its Nice/Features moved
+                else:  # a new record: derive its values
+                    types = usable_types(job, state.pools)
+                    if job.pinned_type is not None:
+                        types = [job.pinned_type] if job.pinned_type in types else []
+                    entry = (job, types, job_values(job, types) if types else {},
+                             min((job.runtime_s[k] for k in types), default=0.0))
             fresh[job.job_id] = entry
             if entry[1]:
                 jobs.append(job)

@@ -59,6 +59,7 @@ class SimJob:
     last: float = 0.0  # time work_left was last brought up to date
     version: int = 0
     view: Job | None = None
+    last_view: Job | None = None  # the latest view built, kept when `view` is invalidated
     comment: str = ""
     # memos (performance only): allowed_types for (features, pinned); GpuRequest for pinned
     allowed_for: tuple[str, str | None] | None = None

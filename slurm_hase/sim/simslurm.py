@@ -41,7 +41,22 @@ class SimSlurm(SimCluster):
                 + [j.view if j.view is not None else fresh(j) for j in self.running.values()])
 
     def _fresh_view(self, job: SimJob) -> Job:
-        job.view = view = self._view(job)
+        prev = job.last_view
+        if (prev is not None and job.state is JobState.PENDING and prev.state is job.state
+                and prev.restarts == job.restarts and prev.gpu is job.req
+                and job.req is not None and job.req.gpu_type == job.pinned
+                and prev.comment == job.comment and prev.time_limit_s == int(job.time_limit)):
+            # a pending job whose reason, priority, Nice, Features or hold changed: the same
+            # view as _view would build, copied with those fields (~5x cheaper, every cycle
+            # rebuilds hundreds of them as priorities and reasons move)
+            view = object.__new__(Job)
+            fields = view.__dict__
+            fields.update(prev.__dict__)
+            fields.update(reason=job.reason, priority=job.priority, nice=job.nice,
+                          features=job.features, held=job.held)
+        else:
+            view = self._view(job)
+        job.view = job.last_view = view
         return view
 
     def _view(self, job: SimJob) -> Job:

@@ -200,7 +200,7 @@ def _reference_digest(state: ClusterState) -> str:
     """state_digest as first written: sha1 of repr() of the whole payload."""
     import hashlib
 
-    from slurm_hase.daemon.state import _pending_key
+    from slurm_hase.daemon.digest import _pending_key
 
     payload = (state.now, sorted(state.pools.items()), sorted(state.shares.items()),
                sorted(state.usage.items()), [_pending_key(p) for p in state.pending],
@@ -212,7 +212,8 @@ def _reference_digest(state: ClusterState) -> str:
 def test_cached_build_state_and_digest_match_uncached() -> None:
     from dataclasses import replace as dreplace
 
-    from slurm_hase.daemon.state import StateCache, job_digest, state_digest
+    from slurm_hase.daemon.digest import job_digest, state_digest
+    from slurm_hase.daemon.state import StateCache
 
     cache = StateCache()
     cfg = CycleConfig(partitions=("gpu",))
@@ -279,6 +280,9 @@ def test_cache_reuses_records_of_the_very_same_job_objects_and_sees_replacements
     swapped = [Job(**{**jobs[0].__dict__, "nice": 20}), *jobs[1:]]
     later = build_state(swapped, NODES, TableEstimator(), {}, {}, 1060.0, cfg, cache=cache)
     assert later.pending[0].nice == 20 and later.pending[1] is first.pending[1]
+    # a Nice-only change keeps the record's mappings (policies' memos key on them)
+    assert later.pending[0].runtime_s is first.pending[0].runtime_s
+    assert later == build_state(swapped, NODES, TableEstimator(), {}, {}, 1060.0, cfg)
 
 
 def test_policies_see_nice_in_their_own_units() -> None:
@@ -348,3 +352,22 @@ def test_other_estimators_are_asked_every_cycle() -> None:
     asked = est.calls
     build_state(jobs, NODES, est, {}, {}, 1060.0, cfg, cache=cache)
     assert est.calls == 2 * asked
+
+
+def test_cached_node_summary_follows_every_node_change() -> None:
+    from slurm_hase.daemon.state import StateCache, _node_summary, _summarize
+
+    cache = StateCache()
+    rounds = [
+        NODES,
+        [gpu_node("a1", "a100", alloc=3), *NODES[1:]],  # an allocation: pools move, not capacity
+        [gpu_node("a1", "a100", alloc=3), gpu_node("v1", "v100", features=()), *NODES[2:]],
+        [gpu_node("a1", "a100", alloc=3, state="DOWN"), *NODES[1:]],
+        [*NODES[:2], gpu_node("t1", "t4", gpus=8, partition="other"), NODES[3]],
+        NODES,
+    ]
+    for nodes in rounds:
+        pools, cap = _node_summary(nodes, cache)
+        fresh_pools, fresh_cap = _summarize(nodes)
+        assert pools == fresh_pools
+        assert cap.types == fresh_cap.types and cap._cap == fresh_cap._cap

@@ -263,3 +263,15 @@ def test_fair_memo_gives_the_same_decisions_as_a_fresh_policy() -> None:
     st2 = ClusterState(0.0, {"a100": GpuPool("a100", 2, 2)}, pend, [], usage={"a": 50.0})
     assert pol.decide(st2) == FairPolicy().decide(st2)
     assert all(d.gpu_types in (None, ("a100",)) for d in pol.decide(st2))
+    # records rebuilt with other Nice/Features but the same mappings: the memo's values stand,
+    # and the decisions are a fresh policy's
+    moved = [replace(p, nice=p.nice + 10 * i, features="t4" if i % 3 else "")
+             for i, p in enumerate(pend)]
+    st3 = ClusterState(0.0, pools(2, 2), moved, [], usage={"a": 50.0})
+    pol.decide(st)
+    assert pol.decide(st3) == FairPolicy().decide(st3)
+    # a record with another runtime mapping is derived again, not served from the memo
+    slower = [replace(p, runtime_s={"a100": 900.0} if i % 2 else {"t4": 50.0})
+              for i, p in enumerate(moved)]
+    st4 = ClusterState(0.0, pools(2, 2), slower, [], usage={"a": 50.0})
+    assert pol.decide(st4) == FairPolicy().decide(st4)

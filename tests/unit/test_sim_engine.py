@@ -257,3 +257,35 @@ def test_ledger_counts_service_through_stretches_without_cycles(table: Throughpu
         return float((h / np.log(2)) * (1 - 0.5 ** (dt / h)) * 0.5 ** ((decayed_to - job.end) / h))
     # up to the last tick before the job ended (< 60 s short), never more than it ran
     assert service(ran - 60.0, last) * (1 - 1e-9) <= res.usage["a"] <= service(ran, job.end)
+
+
+def test_copied_views_equal_freshly_built_ones(table: ThroughputTable, fixtures_dir: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # SimSlurm copies a pending job's last view when only its reason, priority, Nice, Features
+    # or hold moved; every view the daemon observes must equal the one _view builds
+    real_jobs = SimSlurm.jobs
+    seen = {"checked": 0}
+
+    def checked_jobs(self: SimSlurm) -> list:
+        views = real_jobs(self)
+        for view in views:
+            sim_job = self.jobs_by_id[view.job_id]
+            assert view == self._view(sim_job)
+            seen["checked"] += 1
+        return views
+
+    monkeypatch.setattr(SimSlurm, "jobs", checked_jobs)
+    copies = {"n": 0}
+    real_fresh = SimSlurm._fresh_view
+
+    def counting_fresh(self: SimSlurm, job):  # type: ignore[no-untyped-def]
+        before = job.last_view
+        view = real_fresh(self, job)
+        copies["n"] += before is not None and view.gpu is before.gpu and view.state is before.state
+        return view
+
+    monkeypatch.setattr(SimSlurm, "_fresh_view", counting_fresh)
+    spec = uniform_cluster({"k80": 4, "p100": 4, "v100": 4})
+    simulate(_gavel_jobs(fixtures_dir, table, 1), spec, table,
+             SimConfig(policy="fair", interval_s=60, checkpoint_share=1.0))
+    assert seen["checked"] > 100 and copies["n"] > 10  # the copy path ran, and matched
