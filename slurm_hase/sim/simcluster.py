@@ -234,7 +234,7 @@ class SimCluster:
         job.state, job.reason, job.start, job.gpu_type, job.last = JobState.RUNNING, "None", now, gtype, now
         if job.first_start < 0:
             job.first_start = now
-        job.view = None
+        job.view = job.last_view = None  # a running job's view is built afresh
         if job.trace.gpu_fraction < 1.0:
             self._start_shared(job, gtype, now)
         else:
@@ -335,7 +335,7 @@ class SimCluster:
 
     def _finish(self, job: SimJob, t: float) -> None:
         del self.running[job.job_id]
-        job.state, job.end, job.view = JobState.COMPLETED, t, None
+        job.state, job.end, job.view, job.last_view = JobState.COMPLETED, t, None, None
         self.busy_gpus[job.gpu_type] -= job.trace.num_gpus * job.trace.gpu_fraction
         gpu = job.shared
         if gpu is not None:
