@@ -61,7 +61,9 @@ U_a (state.usage, from UsageLedger). Fair = U_a / w_a equal across active accoun
    the rest one level behind them, so jobs Slurm cannot reach before the next cycle are not
    renumbered every time the order deep in the head shifts. The daemon's nice_scale must make
    one level outweigh Slurm's age + fairshare terms (CycleConfig.nice_scale ~ sum of
-   PriorityWeight* / 10), or Slurm reorders accounts itself.
+   PriorityWeight* / 10), or Slurm reorders accounts itself. With `sticky_from` > 0 (off by
+   default), jobs past that position of the head that hold a level keep the order of their
+   levels (order.py sticky_order): fewer updates while the tags drift.
 
 Decision semantics: gpu_types -> Features constraint "t1|t2" (lower-case type keys);
 nice -> Slurm Nice (higher = later). Pinned jobs get at most a nice. Only changed attributes
@@ -83,7 +85,7 @@ from slurm_hase.policy.common import (
     usable_types,
 )
 from slurm_hase.policy.levels import Levels, account_levels, floor_first
-from slurm_hase.policy.order import fair_order, head_of, lift_starting
+from slurm_hase.policy.order import fair_order, head_of, lift_starting, sticky_order
 from slurm_hase.policy.rotate import rotation
 from slurm_hase.policy.route import route_types
 from slurm_hase.policy.types import ClusterState, Decision, PendingJob
@@ -139,6 +141,10 @@ class FairPolicy:
     # with 40% fewer updates; 500 changed them (docs/daemon.md).
     level_depth: float = 600.0
     age_tau_s: float = 7200.0
+    # Past this position of the routed head (0 = off), jobs that hold an exact level keep the
+    # order of their levels instead of the fair order (policy/order.py sticky_order): fewer
+    # Nice updates while the fair tags drift; a job gets the fair order once it moves up.
+    sticky_from: float = 0.0
     # Jobs the routing starts now move ahead of the jobs before them that use none of their
     # types (1; 0 = off): step 4.
     lift_starting: float = 1.0
@@ -194,6 +200,7 @@ class FairPolicy:
         self.exact_depth = check_knob("exact_depth", self.exact_depth, 0.0, 1e9)
         self.level_depth = check_knob("level_depth", self.level_depth, 0.0, 1e9)
         self.age_tau_s = check_knob("age_tau_s", self.age_tau_s, 0.0, 1e9)
+        self.sticky_from = check_knob("sticky_from", self.sticky_from, 0.0, 1e9)
         self.lift_starting = check_knob("lift_starting", self.lift_starting, 0.0, 1.0)
         self.due_horizon_s = check_knob("due_horizon_s", self.due_horizon_s, 0.0, 1e9)
         self.rotate = check_knob("rotate", self.rotate, 0.0, 1.0)
@@ -260,6 +267,10 @@ class FairPolicy:
         final = [t[2] for t in keyed]
         if self.lift_starting > 0:
             final = lift_starting(final, routed, starting)
+        if self.sticky_from > 0:
+            final = sticky_order(final, int(self.sticky_from),
+                                 self._cut(state.scheduler_depth) or len(final),
+                                 starting | filled, NICE_MAX - 3 * NICE_STEP)
         levels = self._levels(final, state.scheduler_depth)
         # only what changes, as only_changes would keep it (most of the head is unchanged)
         decisions = []
@@ -285,12 +296,15 @@ class FairPolicy:
         final += order[len(head):]
         return decisions + self._rotation(state, final, routed, acct)
 
+    def _cut(self, scheduler_depth: int) -> int:
+        """How many jobs of the routed head get exact levels (0 = all)."""
+        cut = int(self.level_depth)
+        return max(cut, (6 * scheduler_depth + 4) // 5) if cut > 0 else 0
+
     def _levels(self, final: Sequence[PendingJob], scheduler_depth: int) -> list[int]:
         """Nice levels of the routed head: exact for its first `level_depth` jobs, and one
         level behind them for the rest, where a job keeps a Nice that is already behind them."""
-        cut = int(self.level_depth)
-        if cut > 0:
-            cut = max(cut, (6 * scheduler_depth + 4) // 5)
+        cut = self._cut(scheduler_depth)
         tail = NICE_MAX - NICE_STEP
         if cut <= 0 or len(final) <= cut:
             return nice_levels(final, nice_max=tail)

@@ -121,3 +121,35 @@ def head_of(order: Sequence[PendingJob], state: ClusterState, horizon: float,
         if used > budget:
             return list(order[:max(i, 1)])
     return list(order)
+
+
+def sticky_order(order: Sequence[PendingJob], start: int, end: int, moving: set[str],
+                 max_level: int) -> list[PendingJob]:
+    """`order` with positions start..end-1 in the order of the jobs' current levels.
+
+    A job there that holds a level (Nice <= max_level) and is not in `moving` keeps its place
+    relative to the others that do (ties in `order`). The rest stay right behind the held job
+    that precedes them in `order` (those before every held job lead). So the jobs deeper than
+    `start` are not renumbered every time the fair tags drift; each gets the fair order again
+    once it moves up past `start`."""
+    part = list(order[start:end])
+    held = [(j.nice, i) for i, j in enumerate(part)
+            if j.nice <= max_level and j.job_id not in moving]
+    if len(held) < 2:
+        return list(order)
+    held_at = {i for _, i in held}
+    lead: list[PendingJob] = []
+    behind: dict[int, list[PendingJob]] = defaultdict(list)
+    last = -1
+    for i, job in enumerate(part):
+        if i in held_at:
+            last = i
+        elif last < 0:
+            lead.append(job)
+        else:
+            behind[last].append(job)
+    out = lead
+    for _, i in sorted(held):
+        out.append(part[i])
+        out.extend(behind.get(i, ()))
+    return [*order[:start], *out, *order[end:]]
