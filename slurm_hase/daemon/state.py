@@ -283,26 +283,19 @@ def _build_state(
             else:
                 key = (job.account, job.user, sub, now if sub is None else None, gpu, job.nice,
                        job.features, job.requeue)
-            if pe is not None and pe[0] == key:
-                # the same gpu asked before: num > 0
+            same_key = pe is not None and pe[0] == key
+            if pe is not None and (same_key or _only_nice_or_features(pe[0], key)):
+                # the same gpu asked before (num > 0); at most the daemon's own Nice/Features
+                # update differs, and then the record is the same but for those
                 est = estimate(job, types)  # (a repeatable answer was taken above)
                 if est is None:
                     continue
                 if (est is pe[1] or est == pe[1]) and (pe[2] is types or pe[2] == types):
-                    pending.append(pe[3])
-                    new_p[job.job_id] = (key, est, types, pe[3], job, tkey)  # newest: `is` hits
-                    continue
-                num, frac = _gpu_shape(job)
-            elif pe is not None and _only_nice_or_features(pe[0], key):
-                # the daemon's own Nice/Features update: the record is the same but for those
-                est = estimate(job, types)
-                if est is None:
-                    continue
-                if (est is pe[1] or est == pe[1]) and (pe[2] is types or pe[2] == types):
-                    pj = replace(pe[3], features=job.features,
-                                 nice=(job.nice if scale == 1 else round(job.nice / scale)) + zero)
+                    pj = pe[3] if same_key else replace(
+                        pe[3], features=job.features,
+                        nice=(job.nice if scale == 1 else round(job.nice / scale)) + zero)
                     pending.append(pj)
-                    new_p[job.job_id] = (key, est, types, pj, job, tkey)
+                    new_p[job.job_id] = (key, est, types, pj, job, tkey)  # newest: `is` hits
                     continue
                 num, frac = _gpu_shape(job)
             else:

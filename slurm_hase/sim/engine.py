@@ -292,7 +292,7 @@ def _last_tick(mark: float, now: float, step: float) -> float:
 def _observe_skipped(ledger: UsageLedger, watch: QuietWatch, tick: float) -> None:
     """What the quiet cycles of skipped ticks add to the ledger: the running jobs the last
     cycle saw (none started or ended since), integrated up to `tick`."""
-    if watch.running and (ledger.last_time is None or tick > ledger.last_time):
+    if watch.running:  # (observe itself ignores a tick not after its last observation)
         ledger.observe(watch.running, tick)
 
 
