@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuPool:
     """All GPUs of one type that the managed partitions hold."""
 
@@ -23,7 +23,7 @@ class GpuPool:
     mps_capacity: int = 100  # MPS share units per GPU (Slurm's mps:N / GPUs)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PendingJob:
     """A job waiting to start, with what the predictor says about it."""
 
@@ -46,7 +46,7 @@ class PendingJob:
     preemptible: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunningJob:
     """A job holding GPUs now."""
 

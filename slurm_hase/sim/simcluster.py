@@ -33,7 +33,7 @@ class SharedGpu:
     residents: list[int] = field(default_factory=list)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class SimJob:
     """Mutable state of one simulated job."""
 

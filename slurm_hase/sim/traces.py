@@ -39,7 +39,7 @@ ALIBABA_TYPES: dict[str, str | None] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TraceJob:
     """One job of a trace, before simulation."""
 

@@ -35,7 +35,7 @@ class JobState(StrEnum):
             return cls.OTHER
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuRequest:
     """What a job asks of GPUs: count, optional type, where it was asked, MPS share."""
 
@@ -89,7 +89,7 @@ _UNUSABLE = frozenset({"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "INVAL", 
                        "UNKNOWN"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Node:
     """A compute node with its GPUs by type."""
 

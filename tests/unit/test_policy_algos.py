@@ -161,7 +161,7 @@ def test_no_decision_when_nothing_changes_and_deterministic() -> None:
         first = pol.decide(st)
         assert first == pol.decide(st)
         by_id = {d.job_id: d for d in first}
-        applied = [j.__class__(**{**j.__dict__,
+        applied = [replace(j, **{
                                   "nice": by_id[j.job_id].nice if j.job_id in by_id and by_id[j.job_id].nice is not None else j.nice,
                                   "features": "|".join(by_id[j.job_id].gpu_types or ()) if j.job_id in by_id and by_id[j.job_id].gpu_types else j.features})
                    for j in pend]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -102,7 +103,7 @@ def test_fairshare_priority_prefers_light_accounts(table: ThroughputTable) -> No
 def _gavel_jobs(fixtures_dir: Path, table: ThroughputTable, seed: int) -> list[TraceJob]:
     jobs = load_gavel(fixtures_dir / "sim" / "gavel_max_min_fairness_excerpt.trace", table,
                       np.random.default_rng(seed))
-    return [TraceJob(**{**j.__dict__, "submit_s": i * 600.0}) for i, j in enumerate(jobs)]
+    return [replace(j, submit_s=i * 600.0) for i, j in enumerate(jobs)]
 
 
 @pytest.mark.parametrize("policy", ["fifo", "hase", "fair", "gavel"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -90,7 +91,7 @@ def test_alibaba_fraction_constraint_and_negative(tmp_path: Path, table: Through
 def test_window_tile_and_load(table: ThroughputTable, fixtures_dir: Path) -> None:
     jobs = load_gavel(fixtures_dir / "sim" / "gavel_max_min_fairness_excerpt.trace", table,
                       np.random.default_rng(0))
-    jobs = [j.__class__(**{**j.__dict__, "submit_s": float(i * 100)}) for i, j in enumerate(jobs)]
+    jobs = [replace(j, submit_s=float(i * 100)) for i, j in enumerate(jobs)]
     part = window(jobs, 5, 10)
     assert len(part) == 10 and part[0].submit_s == 0.0
     big = tile(part, 25)

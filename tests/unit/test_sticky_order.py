@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from slurm_hase.policy.common import NICE_MAX
 from slurm_hase.policy.fair import FairPolicy
 from slurm_hase.policy.order import sticky_order
@@ -44,7 +46,7 @@ def test_fair_with_sticky_levels_renumbers_fewer_jobs_as_tags_drift() -> None:
         jobs = pend
         first = policy.decide(ClusterState(0.0, pools, jobs, [], usage={"a": 0.0}))
         nice = {d.job_id: d.nice for d in first if d.nice is not None}
-        jobs = [PendingJob(**{**j.__dict__, "nice": nice.get(j.job_id, j.nice)}) for j in jobs]
+        jobs = [replace(j, nice=nice.get(j.job_id, j.nice)) for j in jobs]
         # account a got 5,000 GPU-s of service since: its jobs move back in the fair order
         again = policy.decide(ClusterState(60.0, pools, jobs, [], usage={"a": 5000.0}))
         return sum(1 for d in again if d.nice is not None)
