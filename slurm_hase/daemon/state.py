@@ -10,9 +10,16 @@ from __future__ import annotations
 import operator
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
+from slurm_hase.daemon.records import (
+    DEFAULT_RUNTIME_S,
+    JobEstimate,
+    PendingEntry,
+    RecordBuilder,
+    RunningEntry,
+    RuntimeEstimator,
+)
 from slurm_hase.daemon.safety import Capacity, lower_features
 from slurm_hase.policy.types import ClusterState, GpuPool, PendingJob, RunningJob
 from slurm_hase.slurm.types import Job, JobState, Node
@@ -20,28 +27,8 @@ from slurm_hase.slurm.types import Job, JobState, Node
 if TYPE_CHECKING:
     from slurm_hase.daemon.cycle import CycleConfig
 
-DEFAULT_RUNTIME_S = 3600.0  # expected remaining time of a running job we know nothing about
-
-
-@dataclass(frozen=True)
-class JobEstimate:
-    """What the predictor says about one job."""
-
-    runtime_s: Mapping[str, float]  # predicted exclusive runtime per GPU type
-    mps_slowdown: Mapping[str, float] = field(default_factory=dict)
-    memory_gb: float = 0.0
-    checkpoint: bool = False  # the job opted in to checkpoint + requeue
-
-
-class RuntimeEstimator(Protocol):
-    """Predicts a job's runtime per GPU type; None = unknown job, leave it alone.
-
-    An estimator whose answer for the very same Job object and GPU types never changes may say
-    so with a class attribute `repeatable = True`: build_state then reuses the last answer for a
-    Job object a backend hands back unchanged (SimSlurm does) instead of asking again.
-    """
-
-    def estimate(self, job: Job, gpu_types: Sequence[str]) -> JobEstimate | None: ...
+__all__ = ["DEFAULT_RUNTIME_S", "JobEstimate", "RuntimeEstimator", "StateCache", "build_state",
+           "job_in_partitions"]
 
 
 def _repeatable(estimator: RuntimeEstimator) -> bool:
@@ -69,10 +56,8 @@ class StateCache:
     def __init__(self) -> None:
         self.nodes: list[Node] = []
         self.summary: tuple[dict[str, GpuPool], Capacity] | None = None
-        self.pending: dict[str, tuple[tuple[object, ...], JobEstimate, tuple[str, ...],
-                                      PendingJob, Job, str]] = {}
-        self.running: dict[str, tuple[tuple[object, ...], JobEstimate | None, tuple[str, ...],
-                                      float, RunningJob, Job]] = {}
+        self.pending: dict[str, PendingEntry] = {}
+        self.running: dict[str, RunningEntry] = {}
         self.texts: dict[str, tuple[object, str]] = {}  # job id -> (record, repr of its key)
         self.types: tuple[str, ...] = ()
         self.node_parts: dict[str, tuple[Node, NodePart]] = {}  # node name -> (node, its part)
@@ -173,25 +158,6 @@ def _node_summary(nodes: Sequence[Node], cache: StateCache | None
     return cache.summary
 
 
-def _gpu_shape(job: Job) -> tuple[int, float]:
-    """(GPUs, fraction of each) a job asks for; an MPS-only request is one GPU's share."""
-    req = job.gpu
-    if req is None:
-        return 0, 1.0
-    if req.count <= 0 and req.mps > 0:
-        return 1, min(req.mps, 100) / 100.0
-    if req.mps > 0:
-        return max(req.count, 1), min(req.mps, 100) / 100.0
-    return req.count, 1.0
-
-
-def _running_type(job: Job, pools: Mapping[str, GpuPool]) -> str:
-    for raw, count in job.alloc_gpus.items():
-        if count > 0 and raw.lower() in pools:
-            return raw.lower()
-    return next(iter(job.alloc_gpus), "").lower()
-
-
 def build_state(
     jobs: Sequence[Job],
     nodes: Sequence[Node],
@@ -234,161 +200,45 @@ def _build_state(
             types = cache.types  # the same object cycle after cycle: identity checks hit
         else:
             cache.types = types
+    if config.partitions is not None:
+        jobs = [j for j in jobs if job_in_partitions(j, config.partitions)]
+    old_p = cache.pending if cache is not None else {}
+    reuse = _repeatable(estimator)
+    builder = RecordBuilder(pools, types, estimator, now, config.nice_scale, config.nice_zero,
+                            reuse, old_p, cache.running if cache is not None else {})
     pending: list[PendingJob] = []
     running: list[RunningJob] = []
-    old_p = cache.pending if cache is not None else {}
-    old_r = cache.running if cache is not None else {}
-    new_p: dict[str, tuple[tuple[object, ...], JobEstimate, tuple[str, ...], PendingJob,
-                           Job, str]] = {}
-    new_r: dict[str, tuple[tuple[object, ...], JobEstimate | None, tuple[str, ...], float,
-                           RunningJob, Job]] = {}
+    new_p: dict[str, PendingEntry] = {}
+    new_r: dict[str, RunningEntry] = {}
     pending_ids: list[str] = []
     by_type: dict[str, int] = {}
-    partitions = config.partitions
     pending_state, running_state = JobState.PENDING, JobState.RUNNING
-    estimate = estimator.estimate
-    # the very same Job object as last cycle, the same types and an estimator that would answer
-    # the same: its last estimate is reused instead of asking again
-    reuse = _repeatable(estimator)
-    # policies see Nice in their own units: Slurm's / nice_scale + nice_zero
-    scale, zero = max(config.nice_scale, 1), config.nice_zero
     for job in jobs:
-        if partitions is not None and not job_in_partitions(job, partitions):
-            continue
         state = job.state
         if state is pending_state:
-            pending_ids.append(job.job_id)
-            pe = old_p.get(job.job_id)
-            if (reuse and pe is not None and pe[4] is job and pe[2] is types
+            job_id = job.job_id
+            pending_ids.append(job_id)
+            entry = old_p.get(job_id)
+            if not (reuse and entry is not None and entry[4] is job and entry[2] is types
                     and job.submit_time is not None):
-                # the very same (immutable) Job as last cycle, the same types and a repeatable
-                # estimator: last cycle's entry (asked GPUs, not held, its record) stands as it is
-                tkey = pe[5]
+                tkey, entry = builder.pending(job)
+                if tkey is None:
+                    continue  # no GPU asked
                 by_type[tkey] = by_type.get(tkey, 0) + 1
-                pending.append(pe[3])
-                new_p[job.job_id] = pe
-                continue
-            sub = job.submit_time
-            # the backend handed back the very same (immutable) Job as last cycle
-            same = pe if pe is not None and pe[4] is job and sub is not None else None
-            gpu = job.gpu
-            if gpu is None:
-                continue
-            tkey = same[5] if same is not None else (gpu.gpu_type or job.features or "").lower()
-            by_type[tkey] = by_type.get(tkey, 0) + 1
-            if job.held:
-                continue
-            if same is not None:
-                key = same[0]
+                if entry is None:
+                    continue  # held, no estimate or no usable type
             else:
-                key = (job.account, job.user, sub, now if sub is None else None, gpu, job.nice,
-                       job.features, job.requeue)
-            same_key = pe is not None and pe[0] == key
-            if pe is not None and (same_key or _only_nice_or_features(pe[0], key)):
-                # the same gpu asked before (num > 0); at most the daemon's own Nice/Features
-                # update differs, and then the record is the same but for those
-                est = estimate(job, types)  # (a repeatable answer was taken above)
-                if est is None:
-                    continue
-                if (est is pe[1] or est == pe[1]) and (pe[2] is types or pe[2] == types):
-                    pj = pe[3] if same_key else replace(
-                        pe[3], features=job.features,
-                        nice=(job.nice if scale == 1 else round(job.nice / scale)) + zero)
-                    pending.append(pj)
-                    new_p[job.job_id] = (key, est, types, pj, job, tkey)  # newest: `is` hits
-                    continue
-                num, frac = _gpu_shape(job)
-            else:
-                num, frac = _gpu_shape(job)
-                if num <= 0:
-                    continue
-                est = estimate(job, types)
-                if est is None:
-                    continue
-            runtimes = {t: float(r) for t, r in est.runtime_s.items() if t in pools and r > 0}
-            if not runtimes:
-                continue
-            pinned = gpu.gpu_type.lower() if gpu.gpu_type else None
-            pj = PendingJob(
-                job_id=job.job_id, account=job.account, user=job.user,
-                submit_time=float(sub if sub is not None else now),
-                num_gpus=num, runtime_s=runtimes, gpu_fraction=frac,
-                mps_slowdown=dict(est.mps_slowdown), pinned_type=pinned,
-                nice=(job.nice if scale == 1 else round(job.nice / scale)) + zero,
-                features=job.features, memory_gb=est.memory_gb,
-                preemptible=bool(est.checkpoint and job.requeue),
-            )
-            pending.append(pj)
-            new_p[job.job_id] = (key, est, types, pj, job, tkey)
+                # the very same (immutable) Job as last cycle, the same types and an estimator
+                # that would answer the same: last cycle's entry stands as it is
+                by_type[entry[5]] = by_type.get(entry[5], 0) + 1
+            pending.append(entry[3])
+            new_p[job_id] = entry
         elif state is running_state and job.alloc_gpus:
-            re_ = old_r.get(job.job_id)
-            if (reuse and re_ is not None and re_[5] is job and re_[2] is types
-                    and job.start_time is not None):  # the same Job as last cycle (as above)
-                rj = re_[4]
-                end = max(re_[3], now)
-                if rj.expected_end != end:
-                    rj = replace(rj, expected_end=end)
-                    re_ = (re_[0], re_[1], types, re_[3], rj, job)
-                running.append(rj)
-                new_r[job.job_id] = re_
-                continue
-            start_t = job.start_time
-            # the very same Job as last cycle
-            same_r = re_ if re_ is not None and re_[5] is job and start_t is not None else None
-            est_r = estimate(job, types) if pools else None  # (a repeatable one: above)
-            if same_r is not None:
-                rkey = same_r[0]
-            else:
-                rkey = (job.account, job.user, start_t, now if start_t is None else None,
-                        job.time_limit_s, job.gpu, job.alloc_gpus, job.requeue, job.restarts)
-            if (re_ is not None and re_[0] == rkey and re_[2] == types
-                    and (est_r is re_[1] or est_r == re_[1])):
-                expected, rj = re_[3], re_[4]
-                end = max(expected, now)
-                if rj.expected_end != end:
-                    rj = replace(rj, expected_end=end)
-                re_ = (rkey, est_r, types, expected, rj, job)
-            else:
-                expected, rj = _running_est(job, pools, est_r, now)
-                re_ = (rkey, est_r, types, expected, rj, job)
-            running.append(rj)
-            new_r[job.job_id] = re_
+            entry_r = builder.running(job)
+            running.append(entry_r[4])
+            new_r[job.job_id] = entry_r
     if cache is not None:
         cache.pending, cache.running = new_p, new_r
     state_out = ClusterState(now=now, pools=pools, pending=pending, running=running,
                              shares=dict(shares), usage=dict(ledger_usage))
     return state_out, frozenset(pending_ids), by_type
-
-
-def _only_nice_or_features(before: tuple[object, ...], now: tuple[object, ...]) -> bool:
-    """Whether two pending-job keys (account, user, submit, now, GPU request, nice, features,
-    requeue) differ at most in nice and features."""
-    return before[:5] == now[:5] and before[7] == now[7]
-
-
-def _running_est(job: Job, pools: Mapping[str, GpuPool], est: JobEstimate | None,
-                 now: float) -> tuple[float, RunningJob]:
-    """(expected end before clamping to now, the RunningJob)."""
-    gtype = _running_type(job, pools)
-    num = sum(c for c in job.alloc_gpus.values() if c > 0)
-    _, frac = _gpu_shape(job)
-    start = float(job.start_time if job.start_time is not None else now)
-    speed = 1.0
-    expected = start + DEFAULT_RUNTIME_S
-    if est is not None and est.runtime_s.get(gtype, 0.0) > 0:
-        here = est.runtime_s[gtype]
-        best = min((r for r in est.runtime_s.values() if r > 0), default=here)
-        speed = min(max(best / here, 1e-6), 1.0)
-        expected = start + here
-    elif job.time_limit_s:
-        expected = start + job.time_limit_s
-    if job.time_limit_s:
-        expected = min(expected, start + job.time_limit_s)
-    return expected, RunningJob(
-        job_id=job.job_id, account=job.account, user=job.user, gpu_type=gtype,
-        num_gpus=max(num, 1), start_time=start, expected_end=max(expected, now),
-        gpu_fraction=frac, relative_speed=speed,
-        preemptible=bool(est is not None and est.checkpoint and job.requeue),
-        restarts=job.restarts,
-        runtime_s={} if est is None else {t: r for t, r in est.runtime_s.items()
-                                          if t in pools and r > 0})

@@ -242,6 +242,31 @@ def test_cached_build_state_and_digest_match_uncached() -> None:
             now += 5000.0  # running jobs overrun their expected end: expected_end follows now
 
 
+class RepeatableTable(TableEstimator):
+    """TableEstimator that says its answer for the same Job object never changes."""
+
+    repeatable = True
+
+
+def test_repeatable_cache_follows_reused_job_objects_through_state_changes() -> None:
+    from slurm_hase.daemon.state import StateCache, _build_state
+
+    cache = StateCache()
+    cfg = CycleConfig(partitions=("gpu",))
+    p1, p2, p3 = pjob("1"), pjob("2", typed="a100"), pjob("3", nice=30)
+    held, r1 = Job(**{**p3.__dict__, "held": True}), rjob("1", "v100")
+    unknown = Job(**{**p2.__dict__, "name": "unknown"})  # no estimate: no record
+    # the very same objects come back, and an id comes back as another object in another state
+    rounds = [[p1, p2, p3], [p1, p2, p3], [r1, p2, held], [r1, p2, held], [r1, unknown, p3],
+              [p1, p2, p3], [p2]]
+    now = 1000.0
+    for jobs in rounds:
+        plain = _build_state(jobs, NODES, RepeatableTable(), {}, {}, now, cfg, None)
+        cached = _build_state(jobs, NODES, RepeatableTable(), {}, {}, now, cfg, cache)
+        assert cached == plain  # the state, the pending ids and the counts by asked type
+        now += 60.0
+
+
 def test_running_job_reused_only_while_inputs_match() -> None:
     from slurm_hase.daemon.state import StateCache
 

@@ -1,0 +1,199 @@
+"""One job's record for the policy: a PendingJob or RunningJob from a Job and its estimate.
+
+build_state (state.py) calls a RecordBuilder for every job it cannot reuse as it is; the
+builder reuses what it can of the job's previous entry (the same key, or only the daemon's own
+Nice/Features changed) and asks the estimator only then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from slurm_hase.policy.types import GpuPool, PendingJob, RunningJob
+from slurm_hase.slurm.types import Job
+
+DEFAULT_RUNTIME_S = 3600.0  # expected remaining time of a running job we know nothing about
+
+
+@dataclass(frozen=True)
+class JobEstimate:
+    """What the predictor says about one job."""
+
+    runtime_s: Mapping[str, float]  # predicted exclusive runtime per GPU type
+    mps_slowdown: Mapping[str, float] = field(default_factory=dict)
+    memory_gb: float = 0.0
+    checkpoint: bool = False  # the job opted in to checkpoint + requeue
+
+
+class RuntimeEstimator(Protocol):
+    """Predicts a job's runtime per GPU type; None = unknown job, leave it alone.
+
+    An estimator whose answer for the very same Job object and GPU types never changes may say
+    so with a class attribute `repeatable = True`: build_state then reuses the last answer for a
+    Job object a backend hands back unchanged (SimSlurm does) instead of asking again.
+    """
+
+    def estimate(self, job: Job, gpu_types: Sequence[str]) -> JobEstimate | None: ...
+
+
+# (key, estimate, GPU types, record, the Job it was built from, asked type or constraint)
+PendingEntry = tuple[tuple[object, ...], JobEstimate, tuple[str, ...], PendingJob, Job, str]
+# (key, estimate, GPU types, expected end before clamping, record, the Job it was built from)
+RunningEntry = tuple[tuple[object, ...], JobEstimate | None, tuple[str, ...], float, RunningJob,
+                     Job]
+
+
+class RecordBuilder:
+    """Builds (or reuses from last cycle's entries) the records of one cycle's jobs."""
+
+    def __init__(self, pools: Mapping[str, GpuPool], types: tuple[str, ...],
+                 estimator: RuntimeEstimator, now: float, nice_scale: int, nice_zero: int,
+                 reuse: bool, old_pending: Mapping[str, PendingEntry],
+                 old_running: Mapping[str, RunningEntry]) -> None:
+        self.pools, self.types, self.now = pools, types, now
+        self.estimate = estimator.estimate
+        self.scale, self.zero = max(nice_scale, 1), nice_zero
+        self.reuse = reuse
+        self.old_p, self.old_r = old_pending, old_running
+
+    def pending(self, job: Job) -> tuple[str | None, PendingEntry | None]:
+        """(asked GPU type or constraint, "" = neither; None = no GPU asked, entry: None =
+        no record: held, no estimate or no usable type)."""
+        pe = self.old_p.get(job.job_id)
+        sub = job.submit_time
+        types, now = self.types, self.now
+        # the backend handed back the very same (immutable) Job as last cycle
+        same = pe if pe is not None and pe[4] is job and sub is not None else None
+        gpu = job.gpu
+        if gpu is None:
+            return None, None
+        tkey = same[5] if same is not None else (gpu.gpu_type or job.features or "").lower()
+        if job.held:
+            return tkey, None
+        if same is not None:
+            key = same[0]
+        else:
+            key = (job.account, job.user, sub, now if sub is None else None, gpu, job.nice,
+                   job.features, job.requeue)
+        same_key = pe is not None and pe[0] == key
+        if pe is not None and (same_key or _only_nice_or_features(pe[0], key)):
+            # the same gpu asked before (num > 0); at most the daemon's own Nice/Features
+            # update differs, and then the record is the same but for those
+            est = self.estimate(job, types)
+            if est is None:
+                return tkey, None
+            if (est is pe[1] or est == pe[1]) and (pe[2] is types or pe[2] == types):
+                pj = pe[3] if same_key else replace(pe[3], features=job.features,
+                                                    nice=self._nice(job))
+                return tkey, (key, est, types, pj, job, tkey)  # newest Job: `is` hits
+            num, frac = gpu_shape(job)
+        else:
+            num, frac = gpu_shape(job)
+            if num <= 0:
+                return tkey, None
+            est = self.estimate(job, types)
+            if est is None:
+                return tkey, None
+        pools = self.pools
+        runtimes = {t: float(r) for t, r in est.runtime_s.items() if t in pools and r > 0}
+        if not runtimes:
+            return tkey, None
+        pj = PendingJob(
+            job_id=job.job_id, account=job.account, user=job.user,
+            submit_time=float(sub if sub is not None else now),
+            num_gpus=num, runtime_s=runtimes, gpu_fraction=frac,
+            mps_slowdown=dict(est.mps_slowdown), pinned_type=gpu.gpu_type.lower() if gpu.gpu_type else None,
+            nice=self._nice(job), features=job.features, memory_gb=est.memory_gb,
+            preemptible=bool(est.checkpoint and job.requeue),
+        )
+        return tkey, (key, est, types, pj, job, tkey)
+
+    def _nice(self, job: Job) -> int:
+        """The job's Nice in policy units: Slurm's / nice_scale + nice_zero."""
+        return (job.nice if self.scale == 1 else round(job.nice / self.scale)) + self.zero
+
+    def running(self, job: Job) -> RunningEntry:
+        """The entry of a running job holding GPUs."""
+        now, types = self.now, self.types
+        re_ = self.old_r.get(job.job_id)
+        if (self.reuse and re_ is not None and re_[5] is job and re_[2] is types
+                and job.start_time is not None):
+            # the very same Job as last cycle and a repeatable estimator: only the clamp moves
+            rj = re_[4]
+            end = max(re_[3], now)
+            if rj.expected_end != end:
+                return (re_[0], re_[1], types, re_[3], replace(rj, expected_end=end), job)
+            return re_
+        start_t = job.start_time
+        # the very same Job as last cycle
+        same_r = re_ if re_ is not None and re_[5] is job and start_t is not None else None
+        est_r = self.estimate(job, types) if self.pools else None  # (a repeatable one: above)
+        if same_r is not None:
+            rkey = same_r[0]
+        else:
+            rkey = (job.account, job.user, start_t, now if start_t is None else None,
+                    job.time_limit_s, job.gpu, job.alloc_gpus, job.requeue, job.restarts)
+        if (re_ is not None and re_[0] == rkey and re_[2] == types
+                and (est_r is re_[1] or est_r == re_[1])):
+            expected, rj = re_[3], re_[4]
+            end = max(expected, now)
+            if rj.expected_end != end:
+                rj = replace(rj, expected_end=end)
+            return (rkey, est_r, types, expected, rj, job)
+        expected, rj = running_record(job, self.pools, est_r, now)
+        return (rkey, est_r, types, expected, rj, job)
+
+
+def _only_nice_or_features(before: tuple[object, ...], now: tuple[object, ...]) -> bool:
+    """Whether two pending-job keys (account, user, submit, now, GPU request, nice, features,
+    requeue) differ at most in nice and features."""
+    return before[:5] == now[:5] and before[7] == now[7]
+
+
+def gpu_shape(job: Job) -> tuple[int, float]:
+    """(GPUs, fraction of each) a job asks for; an MPS-only request is one GPU's share."""
+    req = job.gpu
+    if req is None:
+        return 0, 1.0
+    if req.count <= 0 and req.mps > 0:
+        return 1, min(req.mps, 100) / 100.0
+    if req.mps > 0:
+        return max(req.count, 1), min(req.mps, 100) / 100.0
+    return req.count, 1.0
+
+
+def _running_type(job: Job, pools: Mapping[str, GpuPool]) -> str:
+    for raw, count in job.alloc_gpus.items():
+        if count > 0 and raw.lower() in pools:
+            return raw.lower()
+    return next(iter(job.alloc_gpus), "").lower()
+
+
+def running_record(job: Job, pools: Mapping[str, GpuPool], est: JobEstimate | None,
+                   now: float) -> tuple[float, RunningJob]:
+    """(expected end before clamping to now, the RunningJob)."""
+    gtype = _running_type(job, pools)
+    num = sum(c for c in job.alloc_gpus.values() if c > 0)
+    _, frac = gpu_shape(job)
+    start = float(job.start_time if job.start_time is not None else now)
+    speed = 1.0
+    expected = start + DEFAULT_RUNTIME_S
+    if est is not None and est.runtime_s.get(gtype, 0.0) > 0:
+        here = est.runtime_s[gtype]
+        best = min((r for r in est.runtime_s.values() if r > 0), default=here)
+        speed = min(max(best / here, 1e-6), 1.0)
+        expected = start + here
+    elif job.time_limit_s:
+        expected = start + job.time_limit_s
+    if job.time_limit_s:
+        expected = min(expected, start + job.time_limit_s)
+    return expected, RunningJob(
+        job_id=job.job_id, account=job.account, user=job.user, gpu_type=gtype,
+        num_gpus=max(num, 1), start_time=start, expected_end=max(expected, now),
+        gpu_fraction=frac, relative_speed=speed,
+        preemptible=bool(est is not None and est.checkpoint and job.requeue),
+        restarts=job.restarts,
+        runtime_s={} if est is None else {t: r for t, r in est.runtime_s.items()
+                                          if t in pools and r > 0})
