@@ -50,7 +50,8 @@ class StateCache:
     the estimate and the GPU types compare equal, so it works for backends that rebuild Job
     objects every time as well as for ones that keep them); per node list: the pools and the
     Capacity (reused while the very same Node objects come back); per built record: its digest
-    text. Every cycle keeps only the entries it used, so the cache holds one cycle's jobs.
+    text. The pending entries are updated in place; those of jobs gone since are dropped in bulk
+    once they outnumber the pending jobs (build_state).
     """
 
     def __init__(self) -> None:
@@ -202,13 +203,13 @@ def _build_state(
             cache.types = types
     if config.partitions is not None:
         jobs = [j for j in jobs if job_in_partitions(j, config.partitions)]
-    old_p = cache.pending if cache is not None else {}
+    # last cycle's entries, updated in place: an unchanged job costs no insert (pruned below)
+    entries = cache.pending if cache is not None else {}
     reuse = _repeatable(estimator)
     builder = RecordBuilder(pools, types, estimator, now, config.nice_scale, config.nice_zero,
-                            reuse, old_p, cache.running if cache is not None else {})
+                            reuse, entries, cache.running if cache is not None else {})
     pending: list[PendingJob] = []
     running: list[RunningJob] = []
-    new_p: dict[str, PendingEntry] = {}
     new_r: dict[str, RunningEntry] = {}
     pending_ids: list[str] = []
     by_type: dict[str, int] = {}
@@ -218,27 +219,34 @@ def _build_state(
         if state is pending_state:
             job_id = job.job_id
             pending_ids.append(job_id)
-            entry = old_p.get(job_id)
+            entry = entries.get(job_id)
             if not (reuse and entry is not None and entry[4] is job and entry[2] is types
                     and job.submit_time is not None):
                 tkey, entry = builder.pending(job)
                 if tkey is None:
+                    entries.pop(job_id, None)
                     continue  # no GPU asked
                 by_type[tkey] = by_type.get(tkey, 0) + 1
                 if entry is None:
+                    entries.pop(job_id, None)
                     continue  # held, no estimate or no usable type
+                entries[job_id] = entry
             else:
                 # the very same (immutable) Job as last cycle, the same types and an estimator
                 # that would answer the same: last cycle's entry stands as it is
                 by_type[entry[5]] = by_type.get(entry[5], 0) + 1
             pending.append(entry[3])
-            new_p[job_id] = entry
         elif state is running_state and job.alloc_gpus:
             entry_r = builder.running(job)
             running.append(entry_r[4])
             new_r[job.job_id] = entry_r
     if cache is not None:
-        cache.pending, cache.running = new_p, new_r
+        # Entries of jobs gone since are harmless (one is reused only for the very Job object it
+        # was built from, or for an equal key and estimate): they are dropped in bulk, rarely.
+        if len(entries) > 2 * len(pending) + 1024:
+            for gone in entries.keys() - pending_ids:
+                del entries[gone]
+        cache.running = new_r
     state_out = ClusterState(now=now, pools=pools, pending=pending, running=running,
                              shares=dict(shares), usage=dict(ledger_usage))
     return state_out, frozenset(pending_ids), by_type

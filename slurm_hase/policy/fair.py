@@ -184,7 +184,9 @@ class FairPolicy:
     fill_speed: float = 0.5  # ... on types where they run at most this x their best speed
     fill_wait_s: float = 7200.0  # ... when they would wait this long for their routed type
     # Per pending record: (record, usable types, values, best runtime), reused while the daemon
-    # passes the very same record (an unchanged job) and the pools' sizes are unchanged.
+    # passes the very same record (an unchanged job) and the pools' sizes are unchanged. Entries
+    # of jobs gone since are harmless (each is used only for the record it was built from or
+    # one with the same inputs) and are dropped in bulk once they outnumber the pending jobs.
     _memo: dict[str, tuple[PendingJob, list[str], dict[str, float], float]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
     _memo_pools: tuple[tuple[str, int], ...] = field(default=(), init=False, repr=False,
@@ -222,8 +224,9 @@ class FairPolicy:
         jobs: list[PendingJob] = []
         best_rt: list[float] = []
         pools_key = tuple((t, p.total_gpus) for t, p in state.pools.items())
-        memo = self._memo if self._memo_pools == pools_key else {}
-        fresh: dict[str, tuple[PendingJob, list[str], dict[str, float], float]] = {}
+        if self._memo_pools != pools_key:
+            self._memo, self._memo_pools = {}, pools_key
+        memo = self._memo  # updated in place: an unchanged record costs no insert
         for job in state.pending:
             entry = memo.get(job.job_id)
             if entry is None or entry[0] is not job:
@@ -235,11 +238,13 @@ class FairPolicy:
                         types = [job.pinned_type] if job.pinned_type in types else []
                     entry = (job, types, job_values(job, types) if types else {},
                              min((job.runtime_s[k] for k in types), default=0.0))
-            fresh[job.job_id] = entry
+                memo[job.job_id] = entry
             if entry[1]:
                 jobs.append(job)
                 best_rt.append(entry[3])
-        self._memo, self._memo_pools = fresh, pools_key
+        if len(memo) > 2 * len(state.pending) + 1024:  # entries of gone jobs, dropped rarely
+            self._memo = {j.job_id: memo[j.job_id] for j in state.pending}
+        fresh = memo
         if not jobs:  # nothing to order; idle faster GPUs may still take opted-in jobs
             return self._rotation(state, [], {}, None) if self.migrate_margin > 0 else []
         order = fair_order(jobs, best_rt, state.shares, state.usage, state.running, state.now,

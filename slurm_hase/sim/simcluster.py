@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -179,8 +180,8 @@ class SimCluster:
             text = WorkloadDescriptor(checkpoint=tj.checkpoint, auto_types=auto).to_comment()
         else:
             text = ""
-        job = SimJob(len(self.jobs_by_id), tj, runtime, limit, features=feats, pinned=tj.pinned,
-                     comment=text)
+        job = SimJob(len(self.jobs_by_id), tj, runtime, limit, features=sys.intern(feats),
+                     pinned=tj.pinned, comment=text)
         self.jobs_by_id[tj.job_id] = job
         self.by_idx.append(job)
         need = 1 if tj.gpu_fraction < 1.0 else tj.num_gpus

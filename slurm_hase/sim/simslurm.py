@@ -7,6 +7,7 @@ only when a job or node changes.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 
 from slurm_hase.errors import JobNotFoundError, SlurmCommandError
@@ -144,7 +145,7 @@ class SimSlurm(SimCluster):
             if unknown:
                 raise SlurmCommandError(["scontrol", "update", f"jobid={job_id}"], 1,
                                         f"Invalid feature specification: {','.join(unknown)}")
-            job.features = update.features
+            job.features = sys.intern(update.features)  # a few distinct constraints
         for tres in (update.tres_per_job, update.tres_per_node):
             if tres:
                 parts = tres.replace("gres/", "gres:").split(":")

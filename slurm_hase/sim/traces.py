@@ -3,6 +3,8 @@
 Every loader returns TraceJob rows sorted by submit time, submit times relative to the first
 job (0 s). ``duration_s`` is the job's runtime on the reference GPU type (v100, see
 throughput.py). Bad rows raise DataError naming file and row (1 = first data row).
+Account names are interned: the same object for every job of an account, so the passes over a
+deep queue that hash or compare them read one string, not one per job.
 
 Mappings (documented, deterministic; randomness only through the caller's Generator):
 
@@ -22,6 +24,7 @@ import csv
 import dataclasses
 import datetime as dt
 import math
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,7 +97,7 @@ def load_philly(path: Path, table: ThroughputTable, rng: np.random.Generator) ->
         dur = _num(path, n, row, "duration")
         gpus = _num(path, n, row, "num_gpus", minimum=1)
         vc = row["cluster"].strip() or "none"
-        raw.append((ts, max(dur, 1.0), int(gpus), f"vc-{vc}"))
+        raw.append((ts, max(dur, 1.0), int(gpus), sys.intern(f"vc-{vc}")))
     raw.sort(key=lambda r: r[0])
     t0 = raw[0][0] if raw else 0.0
     out = []
@@ -143,7 +146,7 @@ def load_gavel(path: Path, table: ThroughputTable, rng: np.random.Generator,
     t0 = rows[0][0] if rows else 0.0
     out = []
     for i, (arr, dur, sf, jt) in enumerate(rows, start=1):
-        acct = f"acct{int(rng.integers(max(n_accounts, 1)))}"
+        acct = sys.intern(f"acct{int(rng.integers(max(n_accounts, 1)))}")
         out.append(TraceJob(str(i), arr - t0, acct, acct, sf, dur, workload=jt))
     return out
 
@@ -168,7 +171,7 @@ def load_alibaba(path: Path, table: ThroughputTable, rng: np.random.Generator) -
         spec = tuple(dict.fromkeys(
             t for s in row["gpu_spec"].split("|") if s.strip()
             for t in [ALIBABA_TYPES.get(s.strip(), s.strip().lower())] if t))
-        acct = row["qos"].strip() or "none"
+        acct = sys.intern(row["qos"].strip() or "none")
         raw.append((created, max(deleted - begin, 1.0), gpus, frac, spec, acct))
     raw.sort(key=lambda r: r[0])
     t0 = raw[0][0] if raw else 0.0

@@ -7,6 +7,7 @@ in parse_json_nodes.py and parse_json_sacct.py. Every malformed input raises Slu
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -150,8 +151,9 @@ def _job(rec: dict[str, Any]) -> Job:
     return Job(
         job_id=str(num(rec["job_id"])),
         name=text(rec.get("name")),
-        user=text(rec.get("user_name")),
-        account=text(rec.get("account")),
+        # interned: a deep queue then holds one string per account/user (faster passes)
+        user=sys.intern(text(rec.get("user_name"))),
+        account=sys.intern(text(rec.get("account"))),
         partition=text(rec.get("partition")),
         state=state,
         reason=why,

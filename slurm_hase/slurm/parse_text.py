@@ -9,6 +9,7 @@ then a capitalised word and ``=``) is cut there.
 from __future__ import annotations
 
 import re
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -141,8 +142,9 @@ def _job(rec: dict[str, str]) -> Job:
     return Job(
         job_id=rec["JobId"],
         name=rec["JobName"],
-        user=rec["UserId"].split("(")[0],
-        account=rec["Account"],
+        # interned: a deep queue then holds one string per account/user (faster passes)
+        user=sys.intern(rec["UserId"].split("(")[0]),
+        account=sys.intern(rec["Account"]),
         partition=rec["Partition"],
         state=state,
         reason=why,
