@@ -208,7 +208,7 @@ def run_cycle(
                            duration_s=max(clock.now() - started, 0.0), quiet=True)
     cache = _cache_for(backend)
     # jobs are in managed partitions already (observe), so the summary covers all of them
-    state, pending_ids, by_type = _build_state(jobs, nodes, estimator, {}, shares, started,
+    state, pending_jobs, by_type = _build_state(jobs, nodes, estimator, {}, shares, started,
                                                config, cache)
     ledger.observe(state.running, started)
     state = replace(state, usage=ledger.usage(), scheduler_depth=config.scheduler_depth)
@@ -218,7 +218,7 @@ def run_cycle(
     planned = plan_updates(decisions, jobs, nodes=nodes, owned=owned, skipped=skipped,
                            nice_min_delta=config.nice_min_delta, nice_limit=config.nice_limit,
                            nice_quantum=config.nice_quantum, nice_scale=config.nice_scale,
-                           nice_zero=config.nice_zero, capacity=capacity)
+                           nice_zero=config.nice_zero, capacity=capacity, indexed=pending_jobs)
 
     def digests() -> tuple[str, dict[str, str]]:
         by_id = {p.job_id: p for p in state.pending} if planned else {}
@@ -228,7 +228,7 @@ def run_cycle(
     result = CycleResult(
         decisions=decisions, applied=[], skipped=skipped, errors=[], started=started,
         duration_s=0.0, planned=planned, pending_by_type=by_type, pending=len(state.pending),
-        running=len(state.running), pending_ids=pending_ids, digests_of=digests,
+        running=len(state.running), pending_ids=frozenset(pending_jobs), digests_of=digests,
     )
     requeues = plan_requeues(decisions, jobs, started, config, skipped, owned, capacity)
     if not config.dry_run:

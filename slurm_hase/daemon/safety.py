@@ -152,18 +152,20 @@ def plan_updates(
     nice_scale: int = 1,
     capacity: Capacity | None = None,
     nice_zero: int = 0,
+    indexed: Mapping[str, Job] | None = None,
 ) -> list[tuple[str, JobUpdate]]:
     """Safe, non-empty updates for `decisions`, in decision order.
 
     Without `nodes` (or `capacity`, the same nodes' Capacity computed by the caller) no Features
     change is planned (satisfiability cannot be checked). Reasons for refused parts go to
-    `skipped` (job id, reason) when given.
+    `skipped` (job id, reason) when given. `indexed`: jobs of `jobs` by id where the caller has
+    them (run_cycle: the pending ones); a decision for another id is looked up in `jobs`.
     """
     notes: list[tuple[str, str]] = skipped if skipped is not None else []
     decisions = [d for d in decisions if not d.requeue]  # running jobs: daemon/requeue.py
     if not decisions:
         return []
-    by_id = dict(zip(map(attrgetter("job_id"), jobs), jobs, strict=True))  # a C loop
+    by_id: dict[str, Job] | None = None  # built only for an id `indexed` lacks
     cap = capacity
     if cap is None and nodes is not None:
         # only a Features decision looks at capacity: a Nice-only cycle skips the node pass
@@ -174,7 +176,11 @@ def plan_updates(
     seen: set[str] = set()
     out: list[tuple[str, JobUpdate]] = []
     for dec in decisions:
-        job = by_id.get(dec.job_id)
+        job = indexed.get(dec.job_id) if indexed is not None else None
+        if job is None:
+            if by_id is None:
+                by_id = dict(zip(map(attrgetter("job_id"), jobs), jobs, strict=True))  # C loop
+            job = by_id.get(dec.job_id)
         if dec.job_id in seen:
             notes.append((dec.job_id, "duplicate decision"))
             continue

@@ -187,8 +187,8 @@ def _build_state(
     now: float,
     config: CycleConfig,
     cache: StateCache | None,
-) -> tuple[ClusterState, frozenset[str], dict[str, int]]:
-    """build_state, and in the same pass the ids of the pending jobs in managed partitions and
+) -> tuple[ClusterState, dict[str, Job], dict[str, int]]:
+    """build_state, and in the same pass the pending jobs in managed partitions by id and
     their count by asked GPU type or constraint ("" = neither)."""
     all_pools, _ = _node_summary(nodes, cache)
     if config.gpu_types is not None:
@@ -211,14 +211,14 @@ def _build_state(
     pending: list[PendingJob] = []
     running: list[RunningJob] = []
     new_r: dict[str, RunningEntry] = {}
-    pending_ids: list[str] = []
+    pending_jobs: dict[str, Job] = {}  # every pending job by id (plan_updates looks them up)
     by_type: dict[str, int] = {}
     pending_state, running_state = JobState.PENDING, JobState.RUNNING
     for job in jobs:
         state = job.state
         if state is pending_state:
             job_id = job.job_id
-            pending_ids.append(job_id)
+            pending_jobs[job_id] = job
             entry = entries.get(job_id)
             if not (reuse and entry is not None and entry[4] is job and entry[2] is types
                     and job.submit_time is not None):
@@ -244,9 +244,9 @@ def _build_state(
         # Entries of jobs gone since are harmless (one is reused only for the very Job object it
         # was built from, or for an equal key and estimate): they are dropped in bulk, rarely.
         if len(entries) > 2 * len(pending) + 1024:
-            for gone in entries.keys() - pending_ids:
+            for gone in entries.keys() - pending_jobs.keys():
                 del entries[gone]
         cache.running = new_r
     state_out = ClusterState(now=now, pools=pools, pending=pending, running=running,
                              shares=dict(shares), usage=dict(ledger_usage))
-    return state_out, frozenset(pending_ids), by_type
+    return state_out, pending_jobs, by_type

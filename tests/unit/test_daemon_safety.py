@@ -152,3 +152,16 @@ def test_hsbatch_constraint_recorded_in_the_description_is_ours() -> None:
     # a broken description never makes a constraint ours
     broken = replace(marked, comment='{"hase":1,"at":"a100|v100",')
     assert plan([Decision("1", gpu_types=("t4",))], [broken], owned={})[0] == []
+
+
+def test_indexed_jobs_give_the_same_plan_and_notes_as_the_list() -> None:
+    jobs = [job("1"), job("2", state=JobState.RUNNING), job("3", nice=5)]
+    decs = [Decision("1", nice=20, gpu_types=("a100",)), Decision("2", nice=3),
+            Decision("9", nice=1), Decision("3", nice=5)]
+    plain, plain_notes = plan(decs, jobs)
+    notes: list[tuple[str, str]] = []
+    pending = {j.job_id: j for j in jobs if j.state is JobState.PENDING}
+    out = plan_updates(decs, jobs, nodes=NODES, skipped=notes, indexed=pending)
+    assert out == plain == [("1", JobUpdate(nice=20, features="a100"))]
+    # a running job (not in the index) is still found in `jobs`; an unknown id is still unknown
+    assert notes == plain_notes and [n[0] for n in notes] == ["2", "9"]
