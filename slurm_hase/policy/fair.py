@@ -244,7 +244,6 @@ class FairPolicy:
                 best_rt.append(entry[3])
         if len(memo) > 2 * len(state.pending) + 1024:  # entries of gone jobs, dropped rarely
             self._memo = {j.job_id: memo[j.job_id] for j in state.pending}
-        fresh = memo
         if not jobs:  # nothing to order; idle faster GPUs may still take opted-in jobs
             return self._rotation(state, [], {}, None) if self.migrate_margin > 0 else []
         order = fair_order(jobs, best_rt, state.shares, state.usage, state.running, state.now,
@@ -257,7 +256,7 @@ class FairPolicy:
         if depth > 0:  # never shallower than twice what Slurm's own passes look at
             depth = max(depth, 2 * state.scheduler_depth)
         head = head_of(order, state, self.horizon, depth)
-        usable = {j.job_id: fresh[j.job_id][1] for j in head}
+        usable = {j.job_id: memo[j.job_id][1] for j in head}
         filled: set[str] = set()  # idle-filled jobs go first: they start now
         starting: set[str] = set()
         routed = route_types(head, usable, state, self.tolerance,
@@ -267,7 +266,7 @@ class FairPolicy:
                              starting=starting if self.lift_starting > 0 else None)
         keyed = sorted(
             ((-1.0 if j.job_id in filled
-              else p * (1.0 - self.theta * fresh[j.job_id][2][routed[j.job_id][0]]), p, j)
+              else p * (1.0 - self.theta * memo[j.job_id][2][routed[j.job_id][0]]), p, j)
              for p, j in enumerate(head)), key=lambda t: (t[0], t[1]))
         final = [t[2] for t in keyed]
         if self.lift_starting > 0:
@@ -292,7 +291,7 @@ class FairPolicy:
             if job.nice == NICE_MAX and (job.features or job.pinned_type is not None):
                 continue  # nothing would change
             if job.pinned_type is None and not job.features:
-                fast = tuple(sorted(fast_types({t: job.runtime_s[t] for t in fresh[job.job_id][1]},
+                fast = tuple(sorted(fast_types({t: job.runtime_s[t] for t in memo[job.job_id][1]},
                                                1.0)))
             nice, to_types = changed(job, NICE_MAX, fast)
             if nice is not None or to_types is not None:
