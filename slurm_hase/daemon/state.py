@@ -21,6 +21,7 @@ from slurm_hase.daemon.records import (
     RuntimeEstimator,
 )
 from slurm_hase.daemon.safety import Capacity, lower_features
+from slurm_hase.policy.common import stale_entries_due
 from slurm_hase.policy.types import ClusterState, GpuPool, PendingJob, RunningJob
 from slurm_hase.slurm.types import Job, JobState, Node
 
@@ -243,7 +244,7 @@ def _build_state(
     if cache is not None:
         # Entries of jobs gone since are harmless (one is reused only for the very Job object it
         # was built from, or for an equal key and estimate): they are dropped in bulk, rarely.
-        if len(entries) > 2 * len(pending) + 1024:
+        if stale_entries_due(len(entries), len(pending)):
             for gone in entries.keys() - pending_jobs.keys():
                 del entries[gone]
         cache.running = new_r

@@ -26,6 +26,12 @@ NICE_MAX = 100_000  # Nice values the policies emit lie in 0..NICE_MAX (10,000 l
 SLURM_NICE_LIMIT = 2_147_483_645
 
 
+def stale_entries_due(entries: int, live: int) -> bool:
+    """Whether a per-job cache updated in place (entries of gone jobs left behind) should be
+    pruned now: once it holds over twice the live jobs plus 1,024, so pruning stays rare."""
+    return entries > 2 * live + 1024
+
+
 def features_string(gpu_types: Sequence[str]) -> str:
     """Slurm Features expression for a set of allowed GPU types ("a100|v100")."""
     return "|".join(gpu_types)

@@ -82,6 +82,7 @@ from slurm_hase.policy.common import (
     check_knob,
     fast_types,
     nice_levels,
+    stale_entries_due,
     usable_types,
 )
 from slurm_hase.policy.levels import Levels, account_levels, floor_first
@@ -242,7 +243,7 @@ class FairPolicy:
             if entry[1]:
                 jobs.append(job)
                 best_rt.append(entry[3])
-        if len(memo) > 2 * len(state.pending) + 1024:  # entries of gone jobs, dropped rarely
+        if stale_entries_due(len(memo), len(state.pending)):  # entries of gone jobs
             self._memo = {j.job_id: memo[j.job_id] for j in state.pending}
         if not jobs:  # nothing to order; idle faster GPUs may still take opted-in jobs
             return self._rotation(state, [], {}, None) if self.migrate_margin > 0 else []

@@ -275,3 +275,19 @@ def test_fair_memo_gives_the_same_decisions_as_a_fresh_policy() -> None:
               for i, p in enumerate(moved)]
     st4 = ClusterState(0.0, pools(2, 2), slower, [], usage={"a": 50.0})
     assert pol.decide(st4) == FairPolicy().decide(st4)
+
+
+def test_fair_memo_drops_gone_jobs_in_bulk_and_decides_as_a_fresh_policy() -> None:
+    from slurm_hase.policy.common import stale_entries_due
+
+    assert not stale_entries_due(2 * 8 + 1024, 8) and stale_entries_due(2 * 8 + 1025, 8)
+    many = [job(str(i), acct="ab"[i % 2], submit=float(i), rt={"a100": 100.0 + i})
+            for i in range(1100)]
+    pol = FairPolicy(rotate=0.0)
+    pol.decide(ClusterState(0.0, pools(2, 2), many, []))
+    assert len(pol._memo) == 1100
+    few = many[:8]
+    st = ClusterState(0.0, pools(2, 2), few, [])
+    # 1,100 entries > 2 x 8 + 1,024: only the live jobs' entries are kept
+    assert pol.decide(st) == FairPolicy(rotate=0.0).decide(st)
+    assert sorted(pol._memo) == sorted(j.job_id for j in few)
