@@ -60,6 +60,10 @@ POLICIES: list[tuple[str, str, dict[str, float], dict[str, float], float, float,
     # idle fill (off by default): opted-in jobs of accounts below half their entitlement that
     # would wait >= 2 h start now on idle slow GPUs and migrate later (policy/route.py)
     ("fair-0.2+ckpt-fill", "fair", {"theta": 0.2, "idle_fill": 0.5}, {}, 1.0, SLACK, WEEK),
+    # fairness first (docs/daemon.md item 10): one shortest-first order over all accounts
+    # (sfq 0), accounts below 0.6 x their entitlement first
+    ("fair-sfq0-floor0.6+ckpt", "fair", {"theta": 0.2, "sfq": 0.0, "floor": 0.6}, {}, 1.0, SLACK,
+     WEEK),
 ]
 COLUMNS = ["scenario", "seed", "policy", "jobs", "avg_jct_s", "p99_jct_s", "avg_wait_s",
            "makespan_s", "rho_p99", "rho_max", "rho_gt1_share", "jain_accounts", "requeues",
@@ -142,7 +146,9 @@ def _ratios(rows: list[dict[str, Any]], scenario: str) -> list[str]:
               ("fair + checkpoint/requeue, every job opts in, daemon's usage half-life 1 day",
                lambda k: k == "fair-0.2+ckpt-hl1d"),
               ("fair + checkpoint/requeue, every job opts in, idle fill 0.5",
-               lambda k: k == "fair-0.2+ckpt-fill"))
+               lambda k: k == "fair-0.2+ckpt-fill"),
+              ("fair + checkpoint/requeue, every job opts in, fairness first (sfq 0, floor 0.6)",
+               lambda k: k == "fair-sfq0-floor0.6+ckpt"))
     for title, pick in groups:
         vals: dict[str, list[float]] = {"base": [], "gavel": [], "rho": [], "grho": [],
                                         "jain": [], "hjain": []}

@@ -16,7 +16,8 @@ U_a (state.usage, from UsageLedger). Fair = U_a / w_a equal across active accoun
    oscillation). Job i of a (in the order of step 1)
    gets start tag S = V_a + (cost of a's jobs before it) / w_a, cost = num_gpus * f * best
    runtime. Jobs sorted by S: the most under-served account goes first, and accounts
-   interleave in proportion to their weights.
+   interleave in proportion to their weights. With `sfq` = 0 there is no step 2: one order of
+   step 1's keys over every account, and fairness comes from `floor` (step 4) alone.
 3. Type routing (policy/route.py). Jobs are walked in the fair order against a timeline of when
    each type's GPUs free up (running jobs' expected ends, MPS spare capacity); each job takes
    the type where it would *complete* first (wait + runtime there) and reserves it, so later
@@ -86,7 +87,13 @@ from slurm_hase.policy.common import (
     usable_types,
 )
 from slurm_hase.policy.levels import Levels, account_levels, floor_first
-from slurm_hase.policy.order import fair_order, head_of, lift_starting, sticky_order
+from slurm_hase.policy.order import (
+    fair_order,
+    head_of,
+    lift_starting,
+    shortest_first,
+    sticky_order,
+)
 from slurm_hase.policy.rotate import rotation
 from slurm_hase.policy.route import route_types
 from slurm_hase.policy.types import ClusterState, Decision, PendingJob
@@ -155,6 +162,11 @@ class FairPolicy:
     # seeds 0-2) 36 h gave average JCT 0.479x -> 0.486x Slurm's, Jain 0.925 -> 0.934, and with
     # floor 0.6 0.522x / 0.952; without requeue it took JCT past 0.5x (bench/README.md).
     due_horizon_s: float = 0.0
+    # Order between accounts by start-time fair queueing (1, step 2), or not at all (0): one
+    # shortest-first order over every account, fairness then from `floor` alone. With floor 0.6
+    # and requeue this is the better fairness-first setting on the Philly bench (Jain 0.95 at
+    # ~0.51x Slurm's JCT, against ~0.52x with SFQ; bench/README.md).
+    sfq: float = 1.0
     # Requeue opted-in running jobs for under-served accounts (policy/rotate.py): 0 = never.
     rotate: float = 1.0
     min_run_s: float = 600.0  # a job runs at least this long before it may be requeued
@@ -206,6 +218,7 @@ class FairPolicy:
         self.sticky_from = check_knob("sticky_from", self.sticky_from, 0.0, 1e9)
         self.lift_starting = check_knob("lift_starting", self.lift_starting, 0.0, 1.0)
         self.due_horizon_s = check_knob("due_horizon_s", self.due_horizon_s, 0.0, 1e9)
+        self.sfq = check_knob("sfq", self.sfq, 0.0, 1.0)
         self.rotate = check_knob("rotate", self.rotate, 0.0, 1.0)
         self.min_run_s = check_knob("min_run_s", self.min_run_s, 0.0, 1e9)
         self.max_requeues = check_knob("max_requeues", self.max_requeues, 0.0, 1e6)
@@ -247,8 +260,11 @@ class FairPolicy:
             self._memo = {j.job_id: memo[j.job_id] for j in state.pending}
         if not jobs:  # nothing to order; idle faster GPUs may still take opted-in jobs
             return self._rotation(state, [], {}, None) if self.migrate_margin > 0 else []
-        order = fair_order(jobs, best_rt, state.shares, state.usage, state.running, state.now,
-                           self.age_tau_s, self.due_horizon_s)
+        if self.sfq > 0:
+            order = fair_order(jobs, best_rt, state.shares, state.usage, state.running,
+                               state.now, self.age_tau_s, self.due_horizon_s)
+        else:
+            order = shortest_first(jobs, best_rt, state.now, self.age_tau_s)
         acct = (account_levels(state, jobs)
                 if self.route_by_level > 0 or self.floor > 0 or self.idle_fill > 0 else None)
         if acct is not None and self.floor > 0:

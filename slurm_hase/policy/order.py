@@ -39,11 +39,7 @@ def fair_order(jobs: Sequence[PendingJob], best_rt: Sequence[float], shares: Map
     names = list(dict.fromkeys(accounts))
     ids = {a: k for k, a in enumerate(names)}
     acct = np.fromiter(map(ids.__getitem__, accounts), dtype=np.int64, count=n)
-    size = (np.fromiter(map(attrgetter("num_gpus"), jobs), dtype=np.float64, count=n)
-            * np.fromiter(map(attrgetter("gpu_fraction"), jobs), dtype=np.float64, count=n)
-            * np.asarray(best_rt, dtype=np.float64))
-    sub = np.fromiter(map(attrgetter("submit_time"), jobs), dtype=np.float64, count=n)
-    aged = size / (1.0 + np.maximum(0.0, now - sub) / age_tau_s) if age_tau_s > 0 else size
+    size, sub, aged = _aged_sizes(jobs, best_rt, now, age_tau_s)
     by_acct = np.lexsort((sub, aged, acct))  # accounts contiguous, smallest aged size first
     _break_ties_by_id(by_acct, jobs, acct, aged, sub)
     acct_s = acct[by_acct]
@@ -63,6 +59,33 @@ def fair_order(jobs: Sequence[PendingJob], best_rt: Sequence[float], shares: Map
     name_rank = np.array([rank[a] for a in names], dtype=np.int64)[acct_s]
     final = by_acct[np.lexsort((name_rank, place, tags))]
     return list(map(jobs.__getitem__, final.tolist()))
+
+
+def shortest_first(jobs: Sequence[PendingJob], best_rt: Sequence[float], now: float,
+                   age_tau_s: float) -> list[PendingJob]:
+    """One order over every account: smallest aged size first, then submit time, then job id
+    (the keys of fair_order inside an account; fair's `sfq` = 0, where fairness comes from
+    `floor` alone)."""
+    n = len(jobs)
+    if n == 0:
+        return []
+    _, sub, aged = _aged_sizes(jobs, best_rt, now, age_tau_s)
+    perm = np.lexsort((sub, aged))
+    _break_ties_by_id(perm, jobs, np.zeros(n, dtype=np.int64), aged, sub)
+    return list(map(jobs.__getitem__, perm.tolist()))
+
+
+def _aged_sizes(jobs: Sequence[PendingJob], best_rt: Sequence[float], now: float,
+                age_tau_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Columns (size = GPUs x fraction x best runtime, submit time, aged size = size / (1 +
+    wait / age_tau_s), or size when age_tau_s is 0), read with map/attrgetter (C loops)."""
+    n = len(jobs)
+    size = (np.fromiter(map(attrgetter("num_gpus"), jobs), dtype=np.float64, count=n)
+            * np.fromiter(map(attrgetter("gpu_fraction"), jobs), dtype=np.float64, count=n)
+            * np.asarray(best_rt, dtype=np.float64))
+    sub = np.fromiter(map(attrgetter("submit_time"), jobs), dtype=np.float64, count=n)
+    aged = size / (1.0 + np.maximum(0.0, now - sub) / age_tau_s) if age_tau_s > 0 else size
+    return size, sub, aged
 
 
 def _break_ties_by_id(perm: np.ndarray, jobs: Sequence[PendingJob], acct: np.ndarray,
