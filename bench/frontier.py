@@ -1,0 +1,165 @@
+"""The JCT / fairness frontier: what each point of Jain's index costs in average JCT.
+
+    .venv/bin/python bench/frontier.py                      # seeds 0,1,2 (~1 min on 2 cores)
+    .venv/bin/python bench/frontier.py --seeds 3,4,5,6,7    # out-of-sample seeds
+    .venv/bin/python bench/frontier.py --trace site.csv --start 0 --jobs 2000   # your own trace
+
+Runs, on policies.py's Philly scenario by default (1,000 jobs, load 1.2, 32 K80 + 32 P100 + 32 V100,
+hsbatch slack 1 where fair/hase/gavel-hsbatch say so), the competitors (Slurm fifo, Gavel,
+HASE) and `fair` + checkpoint/requeue (every job opts in) at the default setting (SFQ between
+accounts) and with one shortest-first order over all accounts (`sfq` 0) at a sweep of `floor`
+values: the knob an admin turns to buy fairness with JCT (docs/daemon.md items 9-10).
+
+Prints one table (mean over seeds of avg JCT / the same seed's Slurm fifo, Jain over accounts,
+p99 rho; a setting that meets issue #4's JCT <= 0.5x and Jain >= 0.95 together is marked) and
+writes bench/out/frontier.md and frontier.png (JCT ratio against Jain, target corner shaded).
+Needs ../shared/data (the Philly trace).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO))
+
+from policies import SLACK, WEEK, Task, _one  # noqa: E402
+
+from slurm_hase.sim.report import DEFAULT_DATA, TRACE_ALIASES  # noqa: E402
+
+FLOORS = (0.0, 0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7)
+JCT_TARGET, JAIN_TARGET = 0.5, 0.95
+Setting = tuple[str, str, dict[str, float], float, float]  # label, policy, knobs, ckpt, slack
+
+
+def settings(floors: tuple[float, ...] = FLOORS) -> list[Setting]:
+    """Competitors, fair's default and the sfq 0 floor sweep (label, policy, knobs, ckpt, slack)."""
+    out: list[Setting] = [
+        ("slurm-fifo", "fifo", {}, 0.0, 0.0),
+        ("gavel", "gavel", {}, 0.0, 0.0),
+        ("gavel-hsbatch", "gavel", {}, 0.0, SLACK),
+        ("hase", "hase", {}, 0.0, 0.0),
+        ("hase-hsbatch", "hase", {}, 0.0, SLACK),
+        ("fair-0.2+ckpt (SFQ)", "fair", {"theta": 0.2}, 1.0, SLACK),
+    ]
+    out += [(f"fair-sfq0-floor{f:g}+ckpt", "fair", {"theta": 0.2, "sfq": 0.0, "floor": f}, 1.0, SLACK)
+            for f in floors]
+    return out
+
+
+def summarise(rows: list[dict[str, Any]], order: list[str]) -> list[dict[str, Any]]:
+    """Per setting: mean over seeds of JCT / the same seed's fifo JCT, Jain and p99 rho."""
+    base = {r["seed"]: r["avg_jct_s"] for r in rows if r["policy"] == "slurm-fifo"}
+    out = []
+    for label in order:
+        mine = sorted((r for r in rows if r["policy"] == label), key=lambda r: r["seed"])
+        ratios = [r["avg_jct_s"] / base[r["seed"]] for r in mine if r["seed"] in base]
+        if not ratios:
+            continue
+        jain = [r["jain_accounts"] for r in mine]
+        out.append({"setting": label, "jct_ratio": sum(ratios) / len(ratios),
+                    "jct_per_seed": ratios, "jain": sum(jain) / len(jain), "jain_per_seed": jain,
+                    "rho_p99": sum(r["rho_p99"] for r in mine) / len(mine)})
+    return out
+
+
+def table(summary: list[dict[str, Any]], seeds: list[int]) -> str:
+    """Markdown table of summarise()'s rows."""
+    lines = [f"JCT / Slurm fifo and Jain over accounts, mean of seeds {', '.join(map(str, seeds))} "
+             f"(per seed in brackets); * = JCT <= {JCT_TARGET}x and Jain >= {JAIN_TARGET} together",
+             "", "| setting | JCT / Slurm | Jain | p99 rho | both targets |", "|---|---|---|---|---|"]
+    for s in summary:
+        both = s["jct_ratio"] <= JCT_TARGET and s["jain"] >= JAIN_TARGET
+        lines.append(f"| {s['setting']} | {s['jct_ratio']:.3f} "
+                     f"({'/'.join(f'{v:.3f}' for v in s['jct_per_seed'])}) | {s['jain']:.3f} "
+                     f"({'/'.join(f'{v:.3f}' for v in s['jain_per_seed'])}) | {s['rho_p99']:.2f} "
+                     f"| {'*' if both else ''} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(summary: list[dict[str, Any]], path: Path, title: str) -> Path:
+    """JCT ratio against Jain; the sfq 0 floor sweep as a line, the target corner shaded."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SystemExit("the plot needs matplotlib: pip install matplotlib (or pass --no-plot)") from None
+    fig, ax = plt.subplots(figsize=(7, 5))
+    sweep = [s for s in summary if s["setting"].startswith("fair-sfq0")]
+    ax.plot([s["jain"] for s in sweep], [s["jct_ratio"] for s in sweep], "o-", label="fair, sfq 0, floor sweep")
+    for i, s in enumerate(sweep):
+        ax.annotate(s["setting"].split("floor")[1].split("+")[0], (s["jain"], s["jct_ratio"]),
+                    textcoords="offset points", xytext=(4, 4 if i % 2 else -10), fontsize=8)
+    for s in summary:
+        if not s["setting"].startswith("fair-sfq0"):
+            ax.plot(s["jain"], s["jct_ratio"], "s", label=s["setting"])
+    lo, hi = ax.get_ylim()
+    ax.fill_between([JAIN_TARGET, 1.0], lo, JCT_TARGET, color="green", alpha=0.12,
+                    label=f"target: JCT <= {JCT_TARGET}x, Jain >= {JAIN_TARGET}")
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("Jain's index over accounts (contended samples)")
+    ax.set_ylabel("avg JCT / Slurm fifo")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="upper left")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "out")
+    ap.add_argument("--trace", default="philly",
+                    help="philly/gavel/alibaba (in --data-dir) or a trace file of your own site")
+    ap.add_argument("--start", type=int, default=20000, help="first job of the window")
+    ap.add_argument("--jobs", type=int, default=1000, help="jobs in the window")
+    ap.add_argument("--load", type=float, default=1.2, help="offered load (v100 runtimes)")
+    ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (arrival jitter)")
+    ap.add_argument("--floors", default=",".join(f"{f:g}" for f in FLOORS),
+                    help="floor values of the sfq 0 sweep")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--no-plot", action="store_true")
+    a = ap.parse_args()
+    if a.trace not in TRACE_ALIASES and not Path(a.trace).is_file():
+        print(f"error: --trace {a.trace}: no such file (or one of {', '.join(TRACE_ALIASES)})",
+              file=sys.stderr)
+        return 2
+    trace = a.data_dir / TRACE_ALIASES[a.trace] if a.trace in TRACE_ALIASES else Path(a.trace)
+    if not trace.is_file() or not (a.data_dir / "gavel").is_dir():
+        print(f"skipped: needs {trace} and the Gavel throughputs in {a.data_dir} "
+              "(../shared/data; not in a plain clone)", file=sys.stderr)
+        return 0
+    seeds = [int(x) for x in a.seeds.split(",") if x.strip()]
+    chosen = settings(tuple(float(x) for x in a.floors.split(",") if x.strip()))
+    scenario = {"trace": a.trace, "start": a.start, "count": a.jobs, "load": a.load,
+                "gpus": {"k80": 32, "p100": 32, "v100": 32}, "data": str(a.data_dir)}
+    tasks: list[Task] = [("philly-3type", {**scenario, "seed": seed}, label, pol, knobs, {}, ckpt, slack, WEEK)
+                         for seed in seeds for label, pol, knobs, ckpt, slack in chosen]
+    with ProcessPoolExecutor(max_workers=a.workers) as pool:
+        rows = []
+        for row in pool.map(_one, tasks):
+            print(f"done seed {row['seed']} {row['policy']} ({row['wall_s']:.0f} s)", file=sys.stderr, flush=True)
+            rows.append(row)
+    summary = summarise(rows, [s[0] for s in chosen])
+    text = table(summary, seeds)
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "frontier.md").write_text(text)
+    if not a.no_plot:
+        plot(summary, a.out / "frontier.png",
+             f"{a.trace}, {a.jobs} jobs from {a.start}, 96 GPUs (3 types), load {a.load:g}")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
