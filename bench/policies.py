@@ -1,7 +1,8 @@
 """Policy benchmark: every policy on the same real traces and loads; one table, one plot.
 
     .venv/bin/python bench/policies.py                 # Philly, all policies, seeds 0,1,2 (~6 min)
-    .venv/bin/python bench/policies.py --scenario philly-3type --scenario gavel-msr
+    .venv/bin/python bench/policies.py --scenario philly-3type --scenario gavel-msr  # + ~1 min/seed
+    .venv/bin/python bench/policies.py --scenario gavel-msr --split-gpus  # ablation (below)
     .venv/bin/python bench/policies.py --speed         # + 100,000 jobs on 2,000 GPUs (fifo)
     .venv/bin/python bench/policies.py --speed --speed-policy fifo --speed-policy fair
     .venv/bin/python bench/policies.py --speed-only --speed-policy fair   # the speed run alone
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import resource
 import sys
@@ -80,6 +82,10 @@ def _one(args: Task) -> dict[str, Any]:
     setup = TraceSetup(resolve_trace(sc["trace"], Path(sc["data"])), start=sc["start"],
                        count=sc["count"], load=sc["load"], seed=sc["seed"])
     jobs = prepare_trace(setup, table, spec)
+    if sc.get("split_gpus"):
+        # ablation: a g-GPU job becomes g 1-GPU jobs (same account, arrival, duration, work)
+        jobs = [dataclasses.replace(j, job_id=f"{j.job_id}.{k}", num_gpus=1)
+                for j in jobs for k in range(max(j.num_gpus, 1))]
     _, m = run(jobs, spec, table, SimConfig(policy=policy, knobs=knobs, interval_s=60.0,
                                             checkpoint_share=ckpt, hsbatch_slack=slack,
                                             ledger_half_life_s=half_life))
@@ -200,7 +206,10 @@ def main() -> int:
                     help="policies of the --speed run (default: fifo; repeatable)")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--scenario", action="append", choices=["philly-3type", "gavel-msr"],
-                    help="scenarios to run (default: philly-3type; gavel-msr is slow, > 15 min)")
+                    help="scenarios to run (default: philly-3type; gavel-msr takes ~1 min per seed)")
+    ap.add_argument("--split-gpus", action="store_true",
+                    help="ablation: every g-GPU job becomes g 1-GPU jobs (same account, arrival, "
+                         "duration and GPU-hours), to see what multi-GPU jobs cost fairness")
     a = ap.parse_args()
     g = a.gpus_per_type
     scenarios = {
@@ -217,8 +226,8 @@ def main() -> int:
     scenarios = {k: v for k, v in scenarios.items() if k in chosen}
     seeds = [int(x) for x in a.seeds.split(",") if x.strip()]
     tasks: list[Task] = [
-        (name, {**sc, "seed": seed, "data": str(a.data_dir)}, label, pol, knobs, bill, ckpt, slack,
-         hl)
+        (name, {**sc, "seed": seed, "data": str(a.data_dir), "split_gpus": a.split_gpus}, label,
+         pol, knobs, bill, ckpt, slack, hl)
         for name, sc in scenarios.items() for seed in seeds
         for label, pol, knobs, bill, ckpt, slack, hl in POLICIES]
     with ProcessPoolExecutor(max_workers=a.workers) as pool:
