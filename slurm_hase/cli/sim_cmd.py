@@ -114,4 +114,5 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str, 
             click.echo(str(path))
     click.echo(f"avg JCT {metrics.get('avg_jct_s', 0) / 3600:.2f} h, p99 JCT "
                f"{metrics.get('p99_jct_s', 0) / 3600:.2f} h, p99 rho {metrics.get('rho_p99', 0):.2f}, "
-               f"Jain {metrics.get('jain_accounts', 0):.3f}, wall {result.wall_s:.1f} s")
+               f"Jain {metrics.get('jain_accounts', 0):.3f} (per day "
+               f"{metrics.get('jain_accounts_1d', 0):.3f}), wall {result.wall_s:.1f} s")

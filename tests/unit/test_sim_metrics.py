@@ -6,7 +6,7 @@ import pytest
 
 from slurm_hase.policy.common import water_fill
 from slurm_hase.sim.engine import Sample
-from slurm_hase.sim.metrics import isolated_runtime, jain, jain_over_time
+from slurm_hase.sim.metrics import isolated_runtime, jain, jain_over_time, jain_over_windows
 
 
 def test_water_fill_caps_demand_and_splits_rest_by_weight() -> None:
@@ -39,3 +39,20 @@ def test_jain_over_time_counts_only_contended_samples() -> None:
     assert contended == pytest.approx(jain([4.0 / 4.0, 1.0 / 4.0]))
     assert jain_over_time([unfair, calm, calm, calm], 8.0, shares) == pytest.approx(contended)
     assert jain_over_time([calm], 8.0, shares) == 1.0  # no contended sample: nothing to judge
+
+
+def test_jain_over_windows_evens_out_turns_within_a_day_not_across_days() -> None:
+    shares = {"a": 1.0, "b": 1.0}
+    # both ask for 8 GPUs of 8; a holds all 8 in the first sample, b in the second
+    a_turn = Sample(0.0, 1, 1, {}, {"a": (8.0, 8.0), "b": (0.0, 8.0)})
+    b_turn = Sample(600.0, 1, 1, {}, {"a": (0.0, 8.0), "b": (8.0, 8.0)})
+    assert jain_over_time([a_turn, b_turn], 8.0, shares) == pytest.approx(0.5)
+    # same day: each got 8 of the 8 GPU-samples it was due -> perfectly fair
+    assert jain_over_windows([a_turn, b_turn], 8.0, shares) == pytest.approx(1.0)
+    # b's turn a day later: two windows, each one-sided
+    b_next_day = Sample(86400.0 + 600.0, 1, 1, {}, {"a": (0.0, 8.0), "b": (8.0, 8.0)})
+    assert jain_over_windows([a_turn, b_next_day], 8.0, shares) == pytest.approx(0.5)
+    # uncontended samples are left out, as in jain_over_time
+    calm = Sample(1200.0, 0, 1, {}, {"a": (8.0, 8.0), "b": (0.0, 0.0)})
+    assert jain_over_windows([a_turn, b_turn, calm], 8.0, shares) == pytest.approx(1.0)
+    assert jain_over_windows([calm], 8.0, shares) == 1.0
