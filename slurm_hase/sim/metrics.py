@@ -24,7 +24,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -41,17 +41,23 @@ def jain(values: list[float]) -> float:
     return (s * s) / (len(values) * s2) if s2 > 0 else 1.0
 
 
-def jain_over_time(samples: list[Sample], total_gpus: float, shares: Mapping[str, float]) -> float:
-    """Mean Jain's index over the contended samples where at least two accounts have jobs."""
-    vals = []
+def contended_entitlements(samples: list[Sample], total_gpus: float,
+                           shares: Mapping[str, float]) -> Iterator[tuple[Sample, dict[str, float]]]:
+    """(sample, entitlement of each active account) for the samples where fairness is at stake.
+
+    Those are the contended samples (some job pending; module doc) with >= 2 active accounts."""
     for s in samples:
         if s.pending == 0:
-            continue  # uncontended: every account holds what it asks for (module doc)
+            continue  # uncontended: every account holds what it asks for
         active = {a: d for a, (_, d) in s.accounts.items() if d > 0}
-        if len(active) < 2:
-            continue
-        ent = water_fill(total_gpus, shares, active)
-        vals.append(jain([s.accounts[a][0] / ent[a] for a in active if ent[a] > 0]))
+        if len(active) >= 2:
+            yield s, water_fill(total_gpus, shares, active)
+
+
+def jain_over_time(samples: list[Sample], total_gpus: float, shares: Mapping[str, float]) -> float:
+    """Mean Jain's index over the contended samples where at least two accounts have jobs."""
+    vals = [jain([s.accounts[a][0] / e for a, e in ent.items() if e > 0])
+            for s, ent in contended_entitlements(samples, total_gpus, shares)]
     return float(np.mean(vals)) if vals else 1.0
 
 
@@ -62,18 +68,12 @@ def jain_over_windows(samples: list[Sample], total_gpus: float, shares: Mapping[
     The same contended samples as jain_over_time, grouped by t // window_s: an account that
     holds more now and less later within one window evens out (fairness counted over time)."""
     windows: dict[int, dict[str, list[float]]] = {}
-    for s in samples:
-        if s.pending == 0:
-            continue
-        active = {a: d for a, (_, d) in s.accounts.items() if d > 0}
-        if len(active) < 2:
-            continue
-        ent = water_fill(total_gpus, shares, active)
+    for s, ent in contended_entitlements(samples, total_gpus, shares):
         sums = windows.setdefault(int(s.t // window_s), {})
-        for a in active:
+        for a, e in ent.items():
             acc = sums.setdefault(a, [0.0, 0.0])
             acc[0] += s.accounts[a][0]
-            acc[1] += ent[a]
+            acc[1] += e
     vals = [jain([got / due for got, due in sums.values() if due > 0]) for sums in windows.values()]
     return float(np.mean(vals)) if vals else 1.0
 
