@@ -262,8 +262,10 @@ def main() -> int:
         from slurm_hase.sim.plots import plot_bench
 
         first = seeds[0]
-        plot_bench([r for r in rows if r["scenario"] == "philly-3type" and r["seed"] == first],
-                   a.out / "policies.png")
+        for name in scenarios:  # policies.png for the Philly bench, policies-<name>.png else
+            png = "policies.png" if name == "philly-3type" else f"policies-{name}.png"
+            plot_bench([r for r in rows if r["scenario"] == name and r["seed"] == first],
+                       a.out / png, f"{name}, seed {first}")
     print(text)
     return 0
 
