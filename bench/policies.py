@@ -68,8 +68,8 @@ POLICIES: list[tuple[str, str, dict[str, float], dict[str, float], float, float,
      WEEK),
 ]
 COLUMNS = ["scenario", "seed", "policy", "jobs", "avg_jct_s", "p99_jct_s", "avg_wait_s",
-           "makespan_s", "rho_p99", "rho_max", "rho_gt1_share", "jain_accounts", "jain_accounts_1d", "requeues",
-           "upd_per_cycle", "util", "wall_s"]
+           "makespan_s", "rho_p99", "rho_max", "rho_gt1_share", "jain_accounts",
+           "jain_accounts_1d", "requeues", "upd_per_cycle", "util", "wall_s"]
 
 Task = tuple[str, dict[str, Any], str, str, dict[str, float], dict[str, float], float, float,
              float]
