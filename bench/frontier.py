@@ -64,7 +64,7 @@ def summarise(rows: list[dict[str, Any]], order: list[str]) -> list[dict[str, An
         jain = [r["jain_accounts"] for r in mine]
         out.append({"setting": label, "jct_ratio": sum(ratios) / len(ratios),
                     "jct_per_seed": ratios, "jain": sum(jain) / len(jain), "jain_per_seed": jain,
-                    "jain_1d": sum(r.get("jain_accounts_1d", 0.0) for r in mine) / len(mine),
+                    "jain_1d": sum(r["jain_accounts_1d"] for r in mine) / len(mine),
                     "rho_p99": sum(r["rho_p99"] for r in mine) / len(mine)})
     return out
 

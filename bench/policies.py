@@ -169,8 +169,8 @@ def _ratios(rows: list[dict[str, Any]], scenario: str) -> list[str]:
             gavel = min((by[k] for k in ("gavel", "gavel-hsbatch") if k in by),
                         key=lambda r: r["avg_jct_s"])
             hase_jain = max(by[k]["jain_accounts"] for k in ("hase", "hase-hsbatch") if k in by)
-            hase_jain_1d = max(by[k].get("jain_accounts_1d", 0.0)
-                               for k in ("hase", "hase-hsbatch") if k in by)
+            hase_jain_1d = max(by[k]["jain_accounts_1d"] for k in ("hase", "hase-hsbatch")
+                               if k in by)
             names.append(fair["policy"])
             vals["base"].append(fair["avg_jct_s"] / by["slurm-fifo"]["avg_jct_s"])
             vals["gavel"].append(fair["avg_jct_s"] / gavel["avg_jct_s"])
@@ -178,7 +178,7 @@ def _ratios(rows: list[dict[str, Any]], scenario: str) -> list[str]:
             vals["grho"].append(gavel["rho_p99"])
             vals["jain"].append(fair["jain_accounts"])
             vals["hjain"].append(hase_jain)
-            vals["jain1d"].append(fair.get("jain_accounts_1d", 0.0))
+            vals["jain1d"].append(fair["jain_accounts_1d"])
             vals["hjain1d"].append(hase_jain_1d)
         if not names:
             continue
