@@ -37,6 +37,7 @@ from slurm_hase.predict.forest import (
     unpack_trees,
 )
 from slurm_hase.predict.keys import LEVELS, knowledge_level, model_key
+from slurm_hase.predict.pairs import PairMemory, query_shift
 
 if TYPE_CHECKING:
     import numpy as np
@@ -76,6 +77,8 @@ class Predictor:
     # single-GPU queries use ``completion``, multi-GPU ones the pooled ``completion_multi``.
     completion: Completion | None = None
     completion_multi: Completion | None = None
+    # Measured pairings' out-of-fold residuals, carried to their mirror query (pairs.py).
+    pairs: PairMemory | None = None
     _known_gpus: frozenset[str] = field(default=frozenset(), repr=False)
     _cf_models: frozenset[str] = field(default=frozenset(), repr=False)  # model keys the completion knows
     _trees: dict[str, list[Tree]] = field(default_factory=dict, repr=False)
@@ -165,7 +168,7 @@ class Predictor:
         cf = (wkey, context_key(desc.corunner_gflops, desc.num_gpus), mkey) if wkey is not None else None
         for name in gpu_types:
             spec = resolve_gpu(name)
-            p50, p90 = self._one(job, spec, desc.precision, self.unseen(mkey), cf)
+            p50, p90 = self._one(job, spec, desc.precision, self.unseen(mkey), cf, desc)
             p50 *= self.factor(mkey, spec.key)
             p90 = max(p90, p50)  # a quantile above the median, calibration included
             it = desc.iterations
@@ -180,16 +183,19 @@ class Predictor:
 
     def _one(
         self, job: list[float], spec: GpuSpec, precision: str, unseen: bool = False,
-        cf: tuple[str | None, str, str] | None = None,
+        cf: tuple[str | None, str, str] | None = None, desc: WorkloadDescriptor | None = None,
     ) -> tuple[float, float]:
         """(P50, P90) of one job row; ``cf``: (workload key, context key, model key) to blend in the
-        completion (the P90 moves with the P50)."""
+        completion, ``desc``: the job, for the pair memory (the P90 moves with the P50)."""
         gpu = F.gpu_vector(spec, precision)
         c, w = F.cross(job, gpu, precision)
         x = [*job, *gpu, c, w]
         s50 = predict_one(self._trees["p50_unseen" if unseen else "p50"], x)
         if cf is not None:
             s50 += self.cf_shift(cf[0], cf[1], cf[2], spec.key, s50)
+        if desc is not None and self.pairs is not None:
+            s50 += query_shift(self.pairs, spec.key, desc.gflops_per_iter, desc.corunner_gflops,
+                               desc.num_gpus, desc.model)
         p50 = math.exp(c + s50)
         p90 = math.exp(c + s50 + predict_one(self._trees["p90"], x))
         return p50, max(p50, p90)
@@ -215,7 +221,8 @@ class Predictor:
         if wkey is not None and comp is not None and all(column_key(spec.key, k) in comp.cols for k in ctx):
             cf_alone, cf_shared = (wkey, ctx[0], mkey), (wkey, ctx[1], mkey)
         alone = self._one(F.job_vector(desc.with_corunners(())), spec, desc.precision, unseen, cf_alone)[0]
-        shared = self._one(F.job_vector(desc.with_corunners(co)), spec, desc.precision, unseen, cf_shared)[0]
+        with_co = desc.with_corunners(co)
+        shared = self._one(F.job_vector(with_co), spec, desc.precision, unseen, cf_shared, with_co)[0]
         return max(1.0, shared / alone)
 
     # ---- bulk predictions (numpy / LightGBM) ----------------------------------------------
@@ -257,6 +264,14 @@ class Predictor:
                     for d, w in zip(first, wkeys, strict=True)]
             scores = scores + self.cf_shifts(wkeys, ctxs, mkeys,
                                              gkeys, scores.reshape(len(uniq), k)).reshape(-1)
+        paired = ([(u, d) for u, d in enumerate(first) if len(d.corunner_gflops) == 1 and d.num_gpus == 1]
+                  if self.pairs is not None else [])
+        if paired:
+            pair_shift = np.zeros((len(uniq), k))
+            for u, d in paired:
+                pair_shift[u] = [query_shift(self.pairs, s.key, d.gflops_per_iter, d.corunner_gflops,
+                                             d.num_gpus, d.model) for s in specs]
+            scores = scores + pair_shift.reshape(-1)
         median = scores
         if q == "p90":  # P90 = P50 + the residual quantile, never below the P50 (as predict())
             scores = scores + np.maximum(self._raw(x, "p90"), 0.0)
@@ -328,6 +343,8 @@ class Predictor:
             doc["completion"] = self.completion.as_dict()
         if self.completion_multi is not None:
             doc["completion_multi"] = self.completion_multi.as_dict()
+        if self.pairs is not None:
+            doc["pairs"] = self.pairs.as_dict()
         return json.dumps(doc, separators=(",", ":"))
 
     def save(self, path: str | Path) -> None:
@@ -365,11 +382,12 @@ def predictor_from_json(text: str, origin: str = "model") -> Predictor:
     try:
         trees = {q: [trees_from_lists(t) for t in ts] if isinstance(ts, list) else unpack_trees(ts, len(F.FEATURES))
                  for q, ts in doc.get("trees", {}).items()}
-        comp, multi = doc.get("completion"), doc.get("completion_multi")
+        comp, multi, pairs = doc.get("completion"), doc.get("completion_multi"), doc.get("pairs")
         return Predictor(boosters=dict(boosters), meta=dict(meta) if isinstance(meta, Mapping) else {},
                          factors=dict(factors), known={k: list(v) for k, v in known.items()},
                          completion=None if comp is None else Completion.from_dict(comp),
-                         completion_multi=None if multi is None else Completion.from_dict(multi), _trees=trees)
+                         completion_multi=None if multi is None else Completion.from_dict(multi),
+                         pairs=None if pairs is None else PairMemory.from_dict(pairs), _trees=trees)
     except (PredictorError, TypeError, ValueError, AttributeError) as exc:
         raise PredictorError(f"{origin}: {exc}") from None
 
