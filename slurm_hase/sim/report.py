@@ -50,9 +50,20 @@ def resolve_trace(name: str, data_dir: Path = DEFAULT_DATA) -> Path:
     return Path(name)
 
 
+# The same file, bundled with the package (MIT; slurm_hase/data/PROVENANCE.md): a clone without
+# ../shared still simulates.
+BUNDLED_THROUGHPUTS = Path(__file__).resolve().parents[1] / "data" / "gavel_simulation_throughputs.json"
+
+
+def throughput_path(data_dir: Path = DEFAULT_DATA) -> Path:
+    """Gavel's simulation_throughputs.json in `data_dir`, else the copy bundled with the package."""
+    path = data_dir / "gavel" / "simulation_throughputs.json"
+    return path if path.is_file() else BUNDLED_THROUGHPUTS
+
+
 def throughput_table(data_dir: Path = DEFAULT_DATA) -> ThroughputTable:
-    """Gavel's measured throughputs (packaged test excerpt is not enough for full runs)."""
-    return load_throughputs(data_dir / "gavel" / "simulation_throughputs.json")
+    """Gavel's measured throughputs (throughput_path: ../shared/data's, else the bundled copy)."""
+    return load_throughputs(throughput_path(data_dir))
 
 
 def capacity(spec: ClusterSpec, table: ThroughputTable) -> float:

@@ -91,3 +91,30 @@ def test_simulate_refresh_is_used_and_checked(tmp_path: Path, fixtures_dir: Path
     assert quiet[0] == 0 and quiet[1] > 0
     bad = CliRunner().invoke(simulate, [*common, "--refresh", "-5", "--out", str(tmp_path)])
     assert bad.exit_code == 2 and "refresh" in bad.output
+
+
+def test_simulate_without_shared_data_uses_the_bundled_gavel_throughputs(tmp_path: Path,
+                                                                        fixtures_dir: Path) -> None:
+    """A user's clone has no ../shared: the bundled copy of Gavel's table stands in."""
+    from slurm_hase.sim.report import BUNDLED_THROUGHPUTS, throughput_path, throughput_table
+
+    empty = tmp_path / "no-data"
+    empty.mkdir()
+    assert throughput_path(empty) == BUNDLED_THROUGHPUTS
+    assert {"k80", "p100", "v100"} <= set(throughput_table(empty).gpu_types)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(simulate, [
+        "--trace", str(fixtures_dir / "sim" / "gavel_max_min_fairness_excerpt.trace"),
+        "--policy", "fifo", "--data-dir", str(empty), "--out", str(out), "--no-plots"])
+    assert res.exit_code == 0, res.output
+    assert json.loads((out / "fifo.json").read_text())["metrics"]["jobs"] == 40
+    # a data dir that has the file wins
+    data = _data_dir(tmp_path, fixtures_dir)
+    assert throughput_path(data) == data / "gavel" / "simulation_throughputs.json"
+
+
+def test_bundled_gavel_throughputs_are_the_shared_file_byte_for_byte(shared_data: Path) -> None:
+    from slurm_hase.sim.report import BUNDLED_THROUGHPUTS
+
+    shared = shared_data / "gavel" / "simulation_throughputs.json"
+    assert BUNDLED_THROUGHPUTS.read_bytes() == shared.read_bytes()
