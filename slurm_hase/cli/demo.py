@@ -121,12 +121,15 @@ def main() -> int:
                   "JobID,JobName%14,Account,State,AllocTRES%50,NodeList"])
         demo.step("6. Fairness report from sacct")
         demo.run([_bin("hase"), "report", "fairness", "--since", "now-1hour"])
-        demo.step("7. The same policies on a real trace (Gavel, MIT) in the simulator")
+        demo.step("7. The same policies on a real trace in the simulator: 40 jobs of Gavel's "
+                  "physical-cluster trace (MIT) on 4 K80 + 4 P100 + 4 V100")
         trace = Path(__file__).resolve().parents[2] / "tests/fixtures/sim/" \
             "gavel_max_min_fairness_excerpt.trace"
         for policy in ("fifo", "hase", "gavel", "fair"):
+            # a small cluster, so the 40 jobs contend (on 96 GPUs every policy scores alike)
             res = demo.run([_bin("hase"), "simulate", "--trace", str(trace), "--policy", policy,
-                            "--no-plots", "--out", str(workdir / "sim")], show=False)
+                            "--gpus", "k80=4,p100=4,v100=4", "--no-plots", "--out", str(workdir / "sim")],
+                           show=False)
             summary = res.stdout.strip().splitlines()[-1:] or [res.stderr.strip()]
             print(f"  {policy:6s} {summary[0]}")
     finally:

@@ -23,3 +23,6 @@ def test_demo_runs_every_step(slurm_runner: SubprocessRunner) -> None:
     assert "Jain's fairness index" in out
     for policy in ("fifo", "hase", "gavel", "fair"):
         assert f"  {policy:6s} avg JCT" in out
+    # the simulated cluster is small enough for the policies to differ
+    sim = out.split("=== 7.")[1]
+    assert len(set(re.findall(r"avg JCT ([\d.]+) h", sim))) > 1, sim
