@@ -76,7 +76,7 @@ class RecordBuilder:
             key = same[0]
         else:
             key = (job.account, job.user, sub, now if sub is None else None, gpu, job.nice,
-                   job.features, job.requeue)
+                   job.features, job.requeue, job.restarts)
         same_key = pe is not None and pe[0] == key
         if pe is not None and (same_key or _only_nice_or_features(pe[0], key)):
             # the same gpu asked before (num > 0); at most the daemon's own Nice/Features
@@ -106,7 +106,7 @@ class RecordBuilder:
             num_gpus=num, runtime_s=runtimes, gpu_fraction=frac,
             mps_slowdown=dict(est.mps_slowdown), pinned_type=gpu.gpu_type.lower() if gpu.gpu_type else None,
             nice=self._nice(job), features=job.features, memory_gb=est.memory_gb,
-            preemptible=bool(est.checkpoint and job.requeue),
+            preemptible=bool(est.checkpoint and job.requeue), restarts=job.restarts,
         )
         return tkey, (key, est, types, pj, job, tkey)
 

@@ -280,7 +280,8 @@ class FairPolicy:
                              acct if self.route_by_level > 0 else None, fill=self.idle_fill,
                              fill_levels=acct, fill_speed=self.fill_speed,
                              fill_wait_s=self.fill_wait_s, filled=filled,
-                             starting=starting if self.lift_starting > 0 else None)
+                             starting=starting if self.lift_starting > 0 else None,
+                             max_restarts=int(self.max_restarts))
         keyed = sorted(
             ((-1.0 if j.job_id in filled
               else p * (1.0 - self.theta * memo[j.job_id][2][routed[j.job_id][0]]), p, j)

@@ -20,7 +20,8 @@ take GPUs free now on a slow type (one where they run at most `fill_speed` x the
 lowest account level first (the level counts each placed job, at its speed there), in fair
 order inside an account, each on the fastest such type it fits. Such a job is allowed only
 that type and goes first in the order (it starts now); the rest of the queue is routed again
-around it. Rotation's migration (rotate.py) moves it to a faster type once one is idle.
+around it. Rotation's migration (rotate.py) moves it to a faster type once one is idle; a job
+already requeued `max_restarts` times is never filled, as it could not be moved back.
 """
 
 from __future__ import annotations
@@ -63,13 +64,14 @@ def route_types(order: Sequence[PendingJob], types: Mapping[str, Sequence[str]],
                 state: ClusterState, tolerance: float, levels: Levels | None = None, *,
                 fill: float = 0.0, fill_levels: Levels | None = None, fill_speed: float = 0.5,
                 fill_wait_s: float = 0.0, filled: set[str] | None = None,
-                starting: set[str] | None = None) -> Routing:
+                starting: set[str] | None = None, max_restarts: int | None = None) -> Routing:
     """Earliest-completion routing along `order`, then idle fill (module docstring).
 
     `levels` (account service now, entitlement): the jobs that start now pick lowest account
     level first; None = largest regret first. `fill` > 0: idle fill by `fill_levels` (default
     `levels`); `filled` receives the ids of the jobs it placed, `starting` those of every job
-    routed to start now (idle-filled ones included)."""
+    routed to start now (idle-filled ones included). `max_restarts`: jobs requeued that many
+    times are not filled (rotation could never move them back to a fast type)."""
     free = sum(max(0, min(p.free_gpus, p.total_gpus)) for p in state.pools.values())
     routed, starts = _route(order, types, Timeline(state.pools, state.running, state.now),
                             tolerance, levels, free, {})
@@ -79,6 +81,8 @@ def route_types(order: Sequence[PendingJob], types: Mapping[str, Sequence[str]],
         waiting = [j for j in order if starts[j.job_id] >= state.now + fill_wait_s + _EPS]
         if waiting:
             tl = Timeline(state.pools, state.running, state.now)
+            if max_restarts is not None:
+                waiting = [j for j in waiting if j.restarts < max_restarts]
             placed, lifted = idle_fill(waiting, types, tl, lv, fill, fill_speed)
             if placed:
                 rest = [j for j in order if j.job_id not in placed]

@@ -44,6 +44,7 @@ class PendingJob:
     memory_gb: float = 0.0  # GPU memory the job needs per GPU (0 = unknown)
     # It opted in to checkpoint + requeue (descriptor checkpoint=yes and Slurm may requeue it)
     preemptible: bool = False
+    restarts: int = 0  # times it has been requeued (Slurm's Restarts)
 
 
 @dataclass(frozen=True, slots=True)

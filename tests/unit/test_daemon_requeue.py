@@ -74,6 +74,14 @@ def test_state_marks_only_opted_in_running_jobs_preemptible() -> None:
         "1": True, "2": False, "3": False}
 
 
+def test_state_carries_a_pending_jobs_requeue_count() -> None:
+    fb = FakeBackend([running("1"), running("2")], nodes())
+    cycle(fb, [Decision("1", requeue=True)])
+    pol = Scripted([])
+    run_cycle(fb, pol, Est(), Clock(), UsageLedger(3600.0), {}, CycleConfig())
+    assert [(p.job_id, p.restarts, p.preemptible) for p in pol.seen[0].pending] == [("1", 1, True)]
+
+
 def test_requeue_applied_then_nice_and_type_set_for_the_wait() -> None:
     fb = FakeBackend([running("1"), running("2")], [*nodes(), gpu_node("a1", "a100")])
     owned: dict[str, OwnedAttrs] = {}

@@ -63,6 +63,16 @@ def test_idle_fill_leaves_jobs_that_did_not_opt_in_short_waits_and_fast_types_al
     assert types(pol.decide(st)) == {"1": ("k80",)}
 
 
+def test_a_job_that_can_no_longer_be_requeued_is_never_idle_filled() -> None:
+    # rotation's migration needs one more requeue to move a filled job back to a fast type; a job
+    # at max_restarts would run to its end on the slow type (Philly bench, seed 2: a 1-GPU job of
+    # 139 h on V100 ran 1,368 h on K80 after its third requeue)
+    tired = CkptJob("1", "a", "u", NOW - 99, 2, LONG, restarts=3)
+    st = state([tired], [busy_v100()])
+    assert types(FairPolicy(theta=0.0, idle_fill=0.5).decide(st)) == {"1": ("v100",)}
+    assert types(FairPolicy(theta=0.0, idle_fill=0.5, max_restarts=4).decide(st)) == {"1": ("k80",)}
+
+
 def test_idle_fill_serves_the_lowest_level_account_first_and_only_below_the_threshold() -> None:
     slow = {"v100": 10_000.0, "k80": 45_000.0}  # both wait for the v100s, one after the other
     pending = [ckpt("1", "c", rt=slow), ckpt("2", "a", rt=slow)]
