@@ -31,9 +31,13 @@ def train_cmd(data: tuple[str, ...], out: str, registry: str | None, note: str) 
 
     rows = read_many(data)
     pred = train(rows, note=note)
+    pairs = ""
+    if pred.pairs is not None:
+        betas = ", ".join(f"{g} {b:.2f}" for g, b in pred.pairs.beta.items())
+        pairs = f"; pair memory: {len(pred.pairs.residuals)} measured MPS pairings (beta {betas})"
     _store(pred, out, registry, note,
            f"trained on {len(rows)} rows ({', '.join(pred.meta['gpus'])}) in "
-           f"{pred.meta['train_seconds']}s -> {out}")
+           f"{pred.meta['train_seconds']}s -> {out}{pairs}")
 
 
 @model.command("evaluate")

@@ -171,3 +171,18 @@ def test_pair_memory_lowers_the_error_of_held_out_mirrored_v100_pairs(shipped_ro
     before, after = (sum(errs[n]) / len(errs[n]) for n in ("without", "with"))
     # measured: 13.7% -> 13.2% (with the full shipped data, bench/predictor.py: 15.4% -> 14.1%)
     assert after < 0.98 * before, (before, after)
+
+
+def test_model_train_reports_the_pair_memory(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from slurm_hase.cli.model_cmd import model as model_group
+
+    lines = (DATA_DIR / "train_shipped.csv").read_text().splitlines()
+    v100 = [lines[0]] + [ln for ln in lines[1:] if ln.startswith("v100,") and "gavel:" in ln]
+    data = tmp_path / "v100.csv"
+    data.write_text("\n".join(v100) + "\n")
+    res = CliRunner().invoke(model_group, ["train", "--data", str(data), "--out", str(tmp_path / "m.json")])
+    assert res.exit_code == 0, res.output
+    assert "pair memory:" in res.output and "beta v100 0." in res.output, res.output
+    assert load_predictor(tmp_path / "m.json").pairs is not None
