@@ -126,9 +126,13 @@ def run(argv: Sequence[str], io: Io, deps: Deps) -> int:
         return exc.exit_code
     if sc.has("help", "usage", "version"):
         code = _sbatch(deps, sb_argv, None, io)
-        if sc.has("help") and code == 0:
+        if sc.has("help"):
+            # our options even where sbatch cannot print its own (no Slurm configuration here)
             from slurm_hase.hsbatch.text import HELP
 
+            if code != 0:
+                io.err.write(f"hsbatch: sbatch --help failed (exit {code}); slurm-hase's own "
+                             "options follow\n")
             io.out.write(HELP)
         return code
     stdin_text: str | None = None

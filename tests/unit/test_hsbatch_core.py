@@ -219,6 +219,16 @@ def test_help_appends_our_options() -> None:
     assert r.out.startswith("Usage: sbatch\n") and "--hase-explain" in r.out
 
 
+def test_help_shows_our_options_even_when_sbatch_cannot_print_its_own() -> None:
+    # a login node without a Slurm configuration: sbatch --help dies with a fatal error
+    runner = FakeRunner(CommandResult(("sbatch",), 1, "",
+                                      "sbatch: fatal: Could not establish a configuration source\n"))
+    r = hsbatch(["--help"], runner=runner)
+    assert r.code == 1  # sbatch's exit code stands
+    assert "--hase-explain" in r.out and "sbatch --help failed (exit 1)" in r.err
+    assert "Could not establish a configuration source" in r.err
+
+
 def test_explain_goes_to_stderr(tmp_path: Path) -> None:
     s = script(tmp_path, "#SBATCH -G 2 -t 1:00:00\n#HASE model=resnet50 iterations=10000\n")
     r = hsbatch(["--parsable", "--hase-explain", s])
