@@ -38,12 +38,18 @@ def schedd() -> None:
 
 
 @schedd.command(name="policies")
-def policies_cmd() -> None:
-    """List the scheduling policies with their knobs."""
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable: name, summary, knobs with defaults.")
+def policies_cmd(as_json: bool) -> None:
+    """List the scheduling policies with their knobs (defaults; set them under [policy.knobs]
+    in the daemon's config, or with `hase simulate --knob NAME=VALUE`)."""
     from slurm_hase.policy.registry import list_policies, policy_knobs
 
-    for name, summary in list_policies():
-        knobs = ", ".join(f"{k}={v:g}" for k, v in sorted(policy_knobs(name).items()))
+    rows = [(name, summary, dict(sorted(policy_knobs(name).items()))) for name, summary in list_policies()]
+    if as_json:
+        click.echo(json.dumps([{"name": n, "summary": s, "knobs": k} for n, s, k in rows], indent=2))
+        return
+    for name, summary, knob_map in rows:
+        knobs = ", ".join(f"{k}={v:g}" for k, v in knob_map.items())
         click.echo(f"{name:<7} {summary}" + (f"  [knobs: {knobs}]" if knobs else ""))
 
 

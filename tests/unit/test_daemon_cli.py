@@ -18,6 +18,15 @@ def test_policies_lists_all_four() -> None:
     assert [line.split()[0] for line in out.output.splitlines()] == ["fair", "fifo", "gavel", "hase"]
 
 
+def test_policies_json_gives_each_policy_its_knob_defaults() -> None:
+    out = CliRunner().invoke(cli, ["schedd", "policies", "--json"])
+    assert out.exit_code == 0, out.output
+    doc = {p["name"]: p for p in json.loads(out.output)}
+    assert sorted(doc) == ["fair", "fifo", "gavel", "hase"]
+    assert doc["fair"]["knobs"]["theta"] == 0.2 and doc["fair"]["knobs"]["floor"] == 0.0
+    assert doc["fair"]["summary"]
+
+
 def test_status_json(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     st = StateStore(db)
