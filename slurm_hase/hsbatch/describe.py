@@ -52,8 +52,12 @@ class Sources:
         for e in entries:
             canon = canonical(e.key)
             if canon is None:
+                import difflib
+
+                close = difflib.get_close_matches(e.key.lower().replace("-", "_"), known_keys(), n=1)
+                hint = f"did you mean {close[0]}? " if close else ""
                 raise DescriptorError(
-                    f"{e.where}: {e.key}: unknown key (known: {', '.join(known_keys())})"
+                    f"{e.where}: {e.key}: unknown key ({hint}known: {', '.join(known_keys())})"
                 )
             if canon in seen:
                 raise DescriptorError(f"{e.where}: {e.key}: given twice (also {seen[canon].where})")

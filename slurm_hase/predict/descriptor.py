@@ -69,7 +69,11 @@ def canonical_key(name: str) -> str:
     DescriptorError for an unknown key."""
     key = _ALIASES.get(str(name).strip().lower().replace("-", "_"))
     if key is None:
-        raise DescriptorError(f"{name}: unknown key (known: {', '.join(KEYS)})")
+        import difflib
+
+        close = difflib.get_close_matches(str(name).strip().lower().replace("-", "_"), sorted(_ALIASES), n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise DescriptorError(f"{name}: unknown key ({hint}known: {', '.join(KEYS)})")
     return key
 
 

@@ -117,6 +117,13 @@ def lookup_model(name: str) -> ModelInfo | None:
     return None
 
 
+def close_models(name: str, n: int = 3) -> list[str]:
+    """Up to n table names (or aliases) spelled like `name`, closest first."""
+    import difflib
+
+    return difflib.get_close_matches(_norm(name), sorted({*MODELS, *_ALIASES}), n=n, cutoff=0.6)
+
+
 def iteration_gflops(
     gflops_per_sample: float, batch_size: int, mode: str = "train"
 ) -> float:
@@ -146,6 +153,8 @@ def fill(desc: WorkloadDescriptor) -> Filled:
         gflops = iteration_gflops(2e-3 * desc.params_m, batch, desc.mode)
     else:
         what = f"model {desc.model!r} is not in the model table" if desc.model else "no model"
-        raise DescriptorError(f"gflops: {what}; give gflops= (GFLOPs per iteration) or params=")
+        close = close_models(desc.model) if desc.model else []
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise DescriptorError(f"gflops: {what}{hint}; give gflops= (GFLOPs per iteration) or params=")
     params = desc.params_m if desc.params_m is not None else (info.params_m if info else gflops / 6.0)
     return Filled(gflops=gflops, params_m=params, batch_size=batch)

@@ -137,7 +137,9 @@ def test_invalid_hase_line_names_line_and_key(tmp_path: Path) -> None:
     ("line", "fragment"),
     [("#HASE colour=blue", "colour: unknown key"), ("#HASE model", "not key=value"),
      ("#HASE bs=1 batch_size=2", "given twice"), ("#HASE model=x" + "y" * 2000, "oversized"),
-     ("#HASE model=not-in-table", "gflops")],
+     ("#HASE model=not-in-table", "gflops"),
+     ("#HASE precison=fp16", "precison: unknown key (did you mean precision?"),
+     ("#HASE model=resnet5O", "'resnet5O' is not in the model table (did you mean resnet50")],
 )
 def test_bad_lines(tmp_path: Path, line: str, fragment: str) -> None:
     r = hsbatch([script(tmp_path, line + "\n")])

@@ -80,3 +80,5 @@ def test_canonical_key() -> None:
     assert set(KEYS) <= set(key_aliases())
     with pytest.raises(DescriptorError, match="unknown key"):
         canonical_key("colour")
+    with pytest.raises(DescriptorError, match=r"unknown key \(did you mean batch_size\?"):
+        canonical_key("batch_sise")
