@@ -50,6 +50,26 @@ def accuracy(rows: list[Measurement], pair_folds: int) -> list[tuple[str, float,
     return out
 
 
+def p90_coverage(rows: list[Measurement]) -> tuple[float, float]:
+    """Share of held-out rows (random 5-fold split, models trained with their P90) whose measured
+    time is at or below the predicted P90: all rows, co-located rows."""
+    from slurm_hase.predict.evaluate import folds
+    from slurm_hase.predict.train import train
+
+    hits: list[bool] = []
+    hits_co: list[bool] = []
+    for test in folds(rows, "random", seed=0):
+        held = set(test)
+        model = train([m for i, m in enumerate(rows) if i not in held])
+        for i in test:
+            m = rows[i]
+            ok = m.iter_time_s <= model.predict(m.desc, [m.gpu])[m.gpu].iter_time_p90
+            hits.append(ok)
+            if m.desc.corunner_gflops:
+                hits_co.append(ok)
+    return sum(hits) / len(hits), sum(hits_co) / max(len(hits_co), 1)
+
+
 def speed() -> list[tuple[str, float]]:
     """Timings in seconds."""
     pred = load_predictor()
@@ -162,6 +182,9 @@ def main() -> None:
     for split, ours, base, target in accuracy(rows, 10 if args.quick else 40):
         ok = "yes" if (ours <= target or math.isnan(target)) and ours < base else "NO"
         print(f"{split:<44}{ours:>9.1f}%{base:>9.1f}%{ours / base:>7.2f}{target:>7.0f}%  {ok}")
+    cov, cov_co = p90_coverage(rows)
+    print(f"\nP90 coverage (held-out rows at or below their P90, random split): {100 * cov:.1f}% "
+          f"(co-located {100 * cov_co:.1f}%; a calibrated P90 covers ~90%)")
     print()
     for what, secs in speed():
         print(f"{what:<76}{secs * 1e3:>9.1f} ms")
