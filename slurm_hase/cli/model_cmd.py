@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,7 +65,13 @@ def evaluate_cmd(data: tuple[str, ...], split: str | None, model_path: str | Non
         scores = {"model": score(rows, predict_rows(pred, rows))}
     else:
         assert split is not None
-        scores = cross_validate(rows, split, baseline=baseline)
+        # one training per fold (leave-one-pair-out: one per (model, GPU) pair): show progress
+        with click.progressbar(length=1, label=f"{split} folds", file=sys.stderr) as bar:
+            def on_fold(done: int, total: int) -> None:
+                bar.length = total
+                bar.update(1)
+
+            scores = cross_validate(rows, split, baseline=baseline, on_fold=on_fold)
     if as_json:
         click.echo(json.dumps({k: v.as_dict() for k, v in scores.items()}, indent=1))
         return

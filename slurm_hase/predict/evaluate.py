@@ -107,8 +107,11 @@ def folds(rows: Sequence[Measurement], split: str, k: int = 5, seed: int = 0) ->
 def cross_validate(
     rows: Sequence[Measurement], split: str, *, baseline: bool = True, rounds: int | None = None,
     max_folds: int | None = None, seed: int = 0,
+    on_fold: Callable[[int, int], None] | None = None,
 ) -> dict[str, Score]:
-    """Out-of-fold predictions for ours (and the baseline) scored on the rows that were held out."""
+    """Out-of-fold predictions for ours (and the baseline) scored on the rows that were held out.
+
+    ``on_fold(done, total)`` is called after each fold (progress)."""
     from slurm_hase.predict.train import NUM_ROUNDS, HaseBaseline, train
 
     test_sets = folds(rows, split, seed=seed)
@@ -116,7 +119,7 @@ def cross_validate(
         test_sets = random.Random(seed).sample(test_sets, max_folds)
     ours: dict[int, float] = {}
     base: dict[int, float] = {}
-    for test in test_sets:
+    for done, test in enumerate(test_sets, 1):
         held = set(test)
         tr = [m for i, m in enumerate(rows) if i not in held]
         te = [rows[i] for i in test]
@@ -127,6 +130,8 @@ def cross_validate(
             bl = HaseBaseline().fit(tr)
             for i, p in zip(test, bl.predict(te), strict=True):
                 base[i] = float(p)
+        if on_fold is not None:
+            on_fold(done, len(test_sets))
     order = sorted(ours)
     sel = [rows[i] for i in order]
     out = {"ours": score(sel, [ours[i] for i in order])}

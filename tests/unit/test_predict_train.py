@@ -60,7 +60,9 @@ def test_folds_and_split_errors(rows: list[Measurement]) -> None:
 
 
 def test_cross_validate_reports_baseline(rows: list[Measurement]) -> None:
-    res = cross_validate(rows, "random", rounds=40)
+    seen: list[tuple[int, int]] = []
+    res = cross_validate(rows, "random", rounds=40, on_fold=lambda done, total: seen.append((done, total)))
+    assert seen == [(1, 5), (2, 5), (3, 5), (4, 5), (5, 5)]  # progress after every fold
     assert set(res) == {"ours", "hase_baseline"}
     assert res["ours"].n == len(rows) and res["ours"].mape_colocated is not None
     assert res["ours"].mape < res["hase_baseline"].mape
