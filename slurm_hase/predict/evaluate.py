@@ -112,7 +112,8 @@ def cross_validate(
     """Out-of-fold predictions for ours (and the baseline) scored on the rows that were held out.
 
     ``on_fold(done, total)`` is called after each fold (progress)."""
-    from slurm_hase.predict.train import NUM_ROUNDS, HaseBaseline, train
+    from slurm_hase.predict.baseline import HaseBaseline
+    from slurm_hase.predict.train import NUM_ROUNDS, train
 
     test_sets = folds(rows, split, seed=seed)
     if max_folds is not None and len(test_sets) > max_folds:
