@@ -58,12 +58,16 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
               "how long past GPU service counts against an account.")
 @click.option("--plots/--no-plots", default=True, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png", show_default=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the run's summary (settings + metrics, as OUT/POLICY.json) on stdout "
+                   "instead of the file list and the one-line summary.")
 def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str, policy: str,
              knob: tuple[str, ...], predictor: str, interval: float, refresh: float | None,
              start: int,
              count: int | None, tile_to: int | None, load: float | None, seed: int,
              data_dir: Path | None, out: Path, checkpoint_share: float, requeue_overhead: float,
-             hsbatch_slack: float, ledger_half_life: float, plots: bool, fmt: str) -> None:
+             hsbatch_slack: float, ledger_half_life: float, plots: bool, fmt: str,
+             as_json: bool) -> None:
     """Replay a real trace through POLICY on a simulated Slurm and write metrics and plots."""
     from slurm_hase.sim.cluster import load_cluster, uniform_cluster
     from slurm_hase.sim.engine import SimConfig
@@ -105,13 +109,16 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str, 
             "refresh_s": config.refresh_s,
             "gpus_by_type": spec.gpus_by_type, "ledger_half_life_s": ledger_half_life,
             "checkpoint_share": checkpoint_share, "hsbatch_slack": hsbatch_slack}
-    for path in write_outputs(out, policy, result, metrics, meta):
-        click.echo(str(path))
+    paths = write_outputs(out, policy, result, metrics, meta)
     if plots:
         from slurm_hase.sim.plots import plot_runs
 
-        for path in plot_runs({policy: result}, out, fmt):
-            click.echo(str(path))
+        paths += plot_runs({policy: result}, out, fmt)
+    if as_json:
+        click.echo(paths[0].read_text(), nl=False)  # the summary file, exactly
+        return
+    for path in paths:
+        click.echo(str(path))
     click.echo(f"avg JCT {metrics.get('avg_jct_s', 0) / 3600:.2f} h, p99 JCT "
                f"{metrics.get('p99_jct_s', 0) / 3600:.2f} h, p99 rho {metrics.get('rho_p99', 0):.2f}, "
                f"Jain {metrics.get('jain_accounts', 0):.3f} (per day "

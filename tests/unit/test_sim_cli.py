@@ -118,3 +118,16 @@ def test_bundled_gavel_throughputs_are_the_shared_file_byte_for_byte(shared_data
 
     shared = shared_data / "gavel" / "simulation_throughputs.json"
     assert BUNDLED_THROUGHPUTS.read_bytes() == shared.read_bytes()
+
+
+def test_simulate_json_prints_the_summary_file(tmp_path: Path, fixtures_dir: Path) -> None:
+    data = _data_dir(tmp_path, fixtures_dir)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(simulate, [
+        "--trace", str(fixtures_dir / "sim" / "gavel_max_min_fairness_excerpt.trace"),
+        "--gpus", "k80=4,p100=4,v100=4", "--policy", "fair", "--data-dir", str(data),
+        "--out", str(out), "--no-plots", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc == json.loads((out / "fair.json").read_text())
+    assert doc["metrics"]["jobs"] == 40 and doc["meta"]["policy"] == "fair"
