@@ -194,8 +194,7 @@ class Predictor:
         if cf is not None:
             s50 += self.cf_shift(cf[0], cf[1], cf[2], spec.key, s50)
         if desc is not None and self.pairs is not None:
-            s50 += query_shift(self.pairs, spec.key, desc.gflops_per_iter, desc.corunner_gflops,
-                               desc.num_gpus, desc.model)
+            s50 += query_shift(self.pairs, spec.key, desc)
         p50 = math.exp(c + s50)
         p90 = math.exp(c + s50 + predict_one(self._trees["p90"], x))
         return p50, max(p50, p90)
@@ -269,8 +268,7 @@ class Predictor:
         if paired:
             pair_shift = np.zeros((len(uniq), k))
             for u, d in paired:
-                pair_shift[u] = [query_shift(self.pairs, s.key, d.gflops_per_iter, d.corunner_gflops,
-                                             d.num_gpus, d.model) for s in specs]
+                pair_shift[u] = [query_shift(self.pairs, s.key, d) for s in specs]
             scores = scores + pair_shift.reshape(-1)
         median = scores
         if q == "p90":  # P90 = P50 + the residual quantile, never below the P50 (as predict())

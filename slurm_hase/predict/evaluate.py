@@ -76,7 +76,7 @@ def predict_rows(pred: Predictor, rows: Sequence[Measurement]) -> list[float]:
     s50 = pred.raw_scores(x, unseen)
     shift = [pred.cf_shift(pred.cf_row(m.desc, k), context_key(m.desc.corunner_gflops, m.desc.num_gpus), k, m.gpu,
                            float(s))
-             + query_shift(pred.pairs, m.gpu, m.desc.gflops_per_iter, m.desc.corunner_gflops, m.desc.num_gpus)
+             + query_shift(pred.pairs, m.gpu, m.desc)
              for m, k, s in zip(rows, keys, s50, strict=True)]
     return [float(v) for v in scale * np.exp(base + s50 + np.asarray(shift))]
 

@@ -16,9 +16,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slurm_hase.errors import PredictorError
+
+if TYPE_CHECKING:
+    from slurm_hase.predict.descriptor import WorkloadDescriptor
 
 MIN_PAIRS = 10
 PairKey = str
@@ -105,15 +108,15 @@ def fit_pairs(keys: Sequence[PairKey | None], residuals: Sequence[float | None])
     return PairMemory(beta, kept)
 
 
-def query_shift(memory: PairMemory | None, gpu_key: str, own_gflops: float | None,
-                corunner_gflops: Sequence[float], num_gpus: int, model: str | None = None) -> float:
-    """``memory.shift`` for a job (GFLOPs from the model table when the descriptor has none);
-    0 without a memory or when the job does not take part."""
-    if memory is None or num_gpus != 1 or len(corunner_gflops) != 1:
+def query_shift(memory: PairMemory | None, gpu_key: str, desc: WorkloadDescriptor) -> float:
+    """``memory.shift`` for a job on `gpu_key` (its GFLOPs per iteration from the model table, at
+    its batch size and mode, when the descriptor has none); 0 without a memory or when the job
+    does not take part."""
+    if memory is None or desc.num_gpus != 1 or len(desc.corunner_gflops) != 1:
         return 0.0
-    if not own_gflops and model:
-        from slurm_hase.predict.descriptor import WorkloadDescriptor
+    own = desc.gflops_per_iter
+    if not own:
         from slurm_hase.predict.models import fill
 
-        own_gflops = fill(WorkloadDescriptor(model=model)).gflops
-    return memory.shift(pair_key(gpu_key, own_gflops, corunner_gflops, num_gpus))
+        own = fill(desc).gflops
+    return memory.shift(pair_key(gpu_key, own, desc.corunner_gflops, desc.num_gpus))

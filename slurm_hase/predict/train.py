@@ -349,8 +349,7 @@ def pair_memory(rows: Sequence[Measurement], rounds: int, *, calibrated: bool = 
     own). None, without training anything, when fewer than MIN_PAIRS pairings are mirrored."""
     from slurm_hase.predict.evaluate import predict_rows
 
-    keys = [pair_key(resolve_gpu(m.gpu).key, m.desc.gflops_per_iter, m.desc.corunner_gflops, m.desc.num_gpus)
-            for m in rows]
+    keys = [pair_key(m.gpu, m.desc.gflops_per_iter, m.desc.corunner_gflops, m.desc.num_gpus) for m in rows]
     present = {k for k in keys if k is not None}
     if sum(1 for k in present if mirror(k) in present) < MIN_PAIRS:
         return None

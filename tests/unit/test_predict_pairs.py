@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -70,9 +71,10 @@ def test_shift_is_beta_times_the_mirror_residual() -> None:
     assert mem.shift("k80|53.28|106.56") == 0.0  # no weight for k80
     assert mem.shift("v100|1|2") == 0.0  # no mirror measured
     assert mem.shift(None) == 0.0
-    assert query_shift(mem, "v100", 53.28, (106.56,), 1) == pytest.approx(0.2)
-    assert query_shift(mem, "v100", 53.28, (106.56,), 2) == 0.0
-    assert query_shift(None, "v100", 53.28, (106.56,), 1) == 0.0
+    one = WorkloadDescriptor(gflops_per_iter=53.28, corunner_gflops=(106.56,))
+    assert query_shift(mem, "v100", one) == pytest.approx(0.2)
+    assert query_shift(mem, "v100", replace(one, num_gpus=2)) == 0.0
+    assert query_shift(None, "v100", one) == 0.0
 
 
 @pytest.mark.parametrize("section, msg", [
@@ -122,7 +124,7 @@ def test_single_bulk_and_mps_paths_apply_the_same_shift(shipped_rows: list[Measu
     row = next(m for m in shipped_rows if m.gpu == "v100" and f"{m.desc.gflops_per_iter:.6g}" == own
                and len(m.desc.corunner_gflops) == 1 and f"{m.desc.corunner_gflops[0]:.6g}" == other)
     desc = row.desc
-    shift = query_shift(pred.pairs, "v100", desc.gflops_per_iter, desc.corunner_gflops, 1)
+    shift = query_shift(pred.pairs, "v100", desc)
     assert shift == pytest.approx(pred.pairs.beta["v100"] * pred.pairs.residuals[key])
     without = predictor_from_json(json.dumps({k: v for k, v in json.loads(pred.to_json()).items() if k != "pairs"}))
     one = pred.predict(desc, ["v100"])["v100"].iter_time_p50
@@ -130,6 +132,12 @@ def test_single_bulk_and_mps_paths_apply_the_same_shift(shipped_rows: list[Measu
     bulk = float(pred.predict_many([desc], ["v100"])[0, 0])
     assert bulk == pytest.approx(one, rel=1e-6)
     assert predict_rows(pred, [row])[0] == pytest.approx(one, rel=1e-6)
+    # the same job described by model name and batch size only (GFLOPs from the model table at
+    # that batch size) finds the same pairing
+    named = WorkloadDescriptor(model=desc.model, batch_size=desc.batch_size, precision=desc.precision,
+                               mode=desc.mode, corunner_gflops=desc.corunner_gflops)
+    assert pred.predict(named, ["v100"])["v100"].iter_time_p50 == pytest.approx(
+        without.predict(named, ["v100"])["v100"].iter_time_p50 * math.exp(shift), rel=1e-9)
     # an exclusive query and a pairing nobody measured are untouched
     alone = desc.with_corunners(())
     assert pred.predict(alone, ["v100"])["v100"].iter_time_p50 == pytest.approx(
