@@ -11,7 +11,13 @@ from typing import NamedTuple
 
 from slurm_hase.errors import DescriptorError
 from slurm_hase.hsbatch.script import HaseLine
-from slurm_hase.predict.descriptor import KEYS, WorkloadDescriptor, canonical_key, key_aliases
+from slurm_hase.predict.descriptor import (
+    KEYS,
+    WorkloadDescriptor,
+    canonical_key,
+    key_aliases,
+    unknown_key_hint,
+)
 
 MAX_DESCRIPTOR_FILE_BYTES = 64 * 1024
 
@@ -52,12 +58,9 @@ class Sources:
         for e in entries:
             canon = canonical(e.key)
             if canon is None:
-                import difflib
-
-                close = difflib.get_close_matches(e.key.lower().replace("-", "_"), known_keys(), n=1)
-                hint = f"did you mean {close[0]}? " if close else ""
                 raise DescriptorError(
-                    f"{e.where}: {e.key}: unknown key ({hint}known: {', '.join(known_keys())})"
+                    f"{e.where}: {e.key}: unknown key ({unknown_key_hint(e.key)}known: "
+                    f"{', '.join(known_keys())})"
                 )
             if canon in seen:
                 raise DescriptorError(f"{e.where}: {e.key}: given twice (also {seen[canon].where})")

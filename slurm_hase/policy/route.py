@@ -78,11 +78,10 @@ def route_types(order: Sequence[PendingJob], types: Mapping[str, Sequence[str]],
     lv = fill_levels if fill_levels is not None else levels
     placed: Routing = {}
     if fill > 0 and lv is not None:
-        waiting = [j for j in order if starts[j.job_id] >= state.now + fill_wait_s + _EPS]
+        waiting = [j for j in order if starts[j.job_id] >= state.now + fill_wait_s + _EPS
+                   and (max_restarts is None or j.restarts < max_restarts)]
         if waiting:
             tl = Timeline(state.pools, state.running, state.now)
-            if max_restarts is not None:
-                waiting = [j for j in waiting if j.restarts < max_restarts]
             placed, lifted = idle_fill(waiting, types, tl, lv, fill, fill_speed)
             if placed:
                 rest = [j for j in order if j.job_id not in placed]

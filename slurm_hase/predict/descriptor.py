@@ -69,12 +69,16 @@ def canonical_key(name: str) -> str:
     DescriptorError for an unknown key."""
     key = _ALIASES.get(str(name).strip().lower().replace("-", "_"))
     if key is None:
-        import difflib
-
-        close = difflib.get_close_matches(str(name).strip().lower().replace("-", "_"), sorted(_ALIASES), n=1)
-        hint = f"did you mean {close[0]}? " if close else ""
-        raise DescriptorError(f"{name}: unknown key ({hint}known: {', '.join(KEYS)})")
+        raise DescriptorError(f"{name}: unknown key ({unknown_key_hint(name)}known: {', '.join(KEYS)})")
     return key
+
+
+def unknown_key_hint(name: str) -> str:
+    """'did you mean <closest accepted spelling>? ' for a key nobody accepts, or ''."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name).strip().lower().replace("-", "_"), sorted(_ALIASES), n=1)
+    return f"did you mean {close[0]}? " if close else ""
 
 
 @dataclass(frozen=True)
