@@ -21,11 +21,11 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from slurm_hase.errors import HaseError  # noqa: E402
-from slurm_hase.predict.api import load_predictor  # noqa: E402
 from slurm_hase.predict.catalog import gpu_keys, resolve_gpu  # noqa: E402
 from slurm_hase.predict.dataset import Measurement, parse_csv, read_csv  # noqa: E402
 from slurm_hase.predict.descriptor import WorkloadDescriptor  # noqa: E402
 from slurm_hase.predict.evaluate import cross_validate, mape, predict_rows  # noqa: E402
+from slurm_hase.predict.modelfile import load_predictor  # noqa: E402
 from slurm_hase.slurm.types import AccountingRecord, JobState  # noqa: E402
 
 SHIPPED_CSV = REPO / "slurm_hase" / "data" / "train_shipped.csv"
@@ -90,7 +90,7 @@ def speed() -> list[tuple[str, float]]:
     t0 = time.perf_counter()
     pred.predict_many(distinct, gpus)
     bulk_distinct = time.perf_counter() - t0
-    code = ("import time;t=time.perf_counter();from slurm_hase.predict.api import load_predictor;"
+    code = ("import time;t=time.perf_counter();from slurm_hase.predict.modelfile import load_predictor;"
             "from slurm_hase.predict.descriptor import WorkloadDescriptor as W;"
             "p=load_predictor();p.predict(W(model='resnet50',batch_size=64),['a100','v100','t4']);"
             "print(time.perf_counter()-t)")

@@ -53,9 +53,9 @@ def train_cmd(data: tuple[str, ...], out: str, registry: str | None, note: str) 
 def evaluate_cmd(data: tuple[str, ...], split: str | None, model_path: str | None,
                  baseline: bool, as_json: bool) -> None:
     """MAPE overall and per GPU type / model."""
-    from slurm_hase.predict.api import load_predictor
     from slurm_hase.predict.dataset import read_many
     from slurm_hase.predict.evaluate import cross_validate, predict_rows, score
+    from slurm_hase.predict.modelfile import load_predictor
 
     if (split is None) == (model_path is None):
         raise click.UsageError("give exactly one of --split (cross-validate) or --model (score a model)")
@@ -103,9 +103,9 @@ def predict_cmd(model_file: str | None, model_name: str | None, gflops: float | 
                 iterations: int | None, corunners: tuple[float, ...], gpu_types: tuple[str, ...],
                 spec: str | None, as_json: bool) -> None:
     """Predicted iteration time (P50/P90) per GPU type for one workload."""
-    from slurm_hase.predict.api import load_predictor
     from slurm_hase.predict.catalog import gpu_keys
     from slurm_hase.predict.descriptor import WorkloadDescriptor
+    from slurm_hase.predict.modelfile import load_predictor
 
     if spec is not None:
         parsed = WorkloadDescriptor.from_comment(spec)
@@ -177,7 +177,9 @@ def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
 
 def _store(pred: Predictor, out: str, registry: str | None, note: str, msg: str) -> None:
     """Save the model file, and a version in the registry when one is given; echo `msg`."""
-    pred.save(out)
+    from slurm_hase.predict.modelfile import save_model
+
+    save_model(pred, out)
     if registry:
         from slurm_hase.predict.registry import ModelRegistry
 

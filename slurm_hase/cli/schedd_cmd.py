@@ -70,7 +70,7 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
     from slurm_hase.daemon.loop import Daemon, LoopSettings, WallClock
     from slurm_hase.daemon.metrics import Metrics, serve_metrics
     from slurm_hase.policy.registry import make_policy
-    from slurm_hase.predict.api import load_predictor
+    from slurm_hase.predict.modelfile import load_predictor, model_to_json
     from slurm_hase.store.state import StateStore
 
     cfg = _config(config_path, state_db)
@@ -83,7 +83,7 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
     predictor = load_predictor(cfg.model)
     store = StateStore(cfg.state_db)
     store.record_model(cfg.model or "(bundled)",
-                       hashlib.sha256(predictor.to_json().encode()).hexdigest()[:16],
+                       hashlib.sha256(model_to_json(predictor).encode()).hexdigest()[:16],
                        {"meta_keys": sorted(predictor.meta)})
     metrics = Metrics()
     if cfg.metrics_port:

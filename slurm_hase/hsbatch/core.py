@@ -330,7 +330,7 @@ def _read_cluster(runner: Runner) -> tuple[list[Node], list[Partition]]:
 
 
 def _load_predict(path: str | None) -> PredictFn:
-    from slurm_hase.predict.api import load_predictor
+    from slurm_hase.predict.modelfile import load_predictor
 
     return load_predictor(path).predict
 

@@ -6,17 +6,14 @@ are walked in pure Python. ``predict_many`` uses LightGBM (or numpy) for bulk wo
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slurm_hase.errors import PredictorError
 from slurm_hase.predict import features as F
-from slurm_hase.predict.catalog import DATA_DIR, GpuSpec, resolve_gpu
+from slurm_hase.predict.catalog import GpuSpec, resolve_gpu
 from slurm_hase.predict.completion import (
     Completion,
     column_key,
@@ -29,12 +26,9 @@ from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.predict.features import matrix_of
 from slurm_hase.predict.forest import (
     Tree,
-    pack_trees,
     parse_lgb_text,
     predict_np,
     predict_one,
-    trees_from_lists,
-    unpack_trees,
 )
 from slurm_hase.predict.keys import LEVELS, knowledge_level, model_key
 from slurm_hase.predict.pairs import PairMemory, query_shift
@@ -42,12 +36,6 @@ from slurm_hase.predict.pairs import PairMemory, query_shift
 if TYPE_CHECKING:
     import numpy as np
 
-MODEL_FORMAT = "slurm-hase-predictor"
-MODEL_VERSION = 3
-# 1: trees as JSON number lists (slower to load); 2: no completion section
-READABLE_VERSIONS = (1, 2, 3)
-DEFAULT_MODEL = "predictor.json"
-MAX_MODEL_BYTES = 64 * 1024 * 1024
 # "p50_unseen": a strongly regularised P50 used for models absent from the training data (optional).
 BOOSTERS: tuple[str, ...] = ("p50", "p90", "p50_unseen")  # a model measured on fewer GPU types than this is "pair-few" on a new one
 
@@ -330,84 +318,7 @@ class Predictor:
                 self._bulk[q] = None
         return self._bulk[q]
 
-    # ---- persistence ----------------------------------------------------------------------
-    def to_json(self) -> str:
-        """The model file's text."""
-        doc = {"format": MODEL_FORMAT, "version": MODEL_VERSION, "features": list(F.FEATURES),
-               "meta": self.meta, "boosters": self.boosters,
-               "calibration": {"factors": self.factors, "known": self.known},
-               "trees": {q: pack_trees(ts) for q, ts in self._trees.items()}}
-        if self.completion is not None:
-            doc["completion"] = self.completion.as_dict()
-        if self.completion_multi is not None:
-            doc["completion_multi"] = self.completion_multi.as_dict()
-        if self.pairs is not None:
-            doc["pairs"] = self.pairs.as_dict()
-        return json.dumps(doc, separators=(",", ":"))
-
-    def save(self, path: str | Path) -> None:
-        """Write the model file (atomically)."""
-        p = Path(path)
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.write_text(self.to_json())
-        tmp.replace(p)
-
-
-def predictor_from_json(text: str, origin: str = "model") -> Predictor:
-    """Parse a model file's text; PredictorError on anything unexpected."""
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise PredictorError(f"{origin}: not a slurm-hase model file (bad JSON: {exc})") from None
-    if not isinstance(doc, Mapping) or doc.get("format") != MODEL_FORMAT:
-        raise PredictorError(f"{origin}: not a slurm-hase model file")
-    if doc.get("version") not in READABLE_VERSIONS:
-        raise PredictorError(f"{origin}: unsupported model version {doc.get('version')!r}")
-    if list(doc.get("features", [])) != list(F.FEATURES):
-        raise PredictorError(f"{origin}: model was trained with other features; retrain it")
-    boosters = doc.get("boosters")
-    meta = doc.get("meta", {})
-    if not isinstance(boosters, Mapping) or not all(isinstance(v, str) for v in boosters.values()):
-        raise PredictorError(f"{origin}: model file has no boosters")
-    cal = doc.get("calibration", {})
-    if not isinstance(cal, Mapping):
-        raise PredictorError(f"{origin}: bad calibration section")
-    factors, known = cal.get("factors", {}), cal.get("known", {})
-    if not isinstance(factors, Mapping) or not isinstance(known, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, list) and all(isinstance(g, str) for g in v) for k, v in known.items()
-    ):
-        raise PredictorError(f"{origin}: bad calibration section")
-    try:
-        trees = {q: [trees_from_lists(t) for t in ts] if isinstance(ts, list) else unpack_trees(ts, len(F.FEATURES))
-                 for q, ts in doc.get("trees", {}).items()}
-        comp, multi, pairs = doc.get("completion"), doc.get("completion_multi"), doc.get("pairs")
-        return Predictor(boosters=dict(boosters), meta=dict(meta) if isinstance(meta, Mapping) else {},
-                         factors=dict(factors), known={k: list(v) for k, v in known.items()},
-                         completion=None if comp is None else Completion.from_dict(comp),
-                         completion_multi=None if multi is None else Completion.from_dict(multi),
-                         pairs=None if pairs is None else PairMemory.from_dict(pairs), _trees=trees)
-    except (PredictorError, TypeError, ValueError, AttributeError) as exc:
-        raise PredictorError(f"{origin}: {exc}") from None
-
-
-def load_predictor(path: str | Path | None = None) -> Predictor:
-    """Load a model file (None: the default model shipped in the package)."""
-    if path is None:
-        return _default()
-    p = Path(path)
-    try:
-        if p.stat().st_size > MAX_MODEL_BYTES:
-            raise PredictorError(f"{p}: model file is larger than {MAX_MODEL_BYTES} bytes")
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PredictorError(f"{p}: cannot read model file ({exc})") from None
-    return predictor_from_json(text, str(p))
-
-
-@lru_cache(maxsize=1)
-def _default() -> Predictor:
-    try:
-        text = (DATA_DIR / DEFAULT_MODEL).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PredictorError(f"shipped model missing or unreadable ({exc}); run `hase model train`") from None
-    return predictor_from_json(text, "shipped model")
+    @property
+    def trees(self) -> Mapping[str, list[Tree]]:
+        """The parsed trees per booster (what the model file stores)."""
+        return self._trees

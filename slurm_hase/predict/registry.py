@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from slurm_hase.errors import StoreError
-from slurm_hase.predict.api import Predictor, predictor_from_json
+from slurm_hase.predict.api import Predictor
+from slurm_hase.predict.modelfile import model_to_json, predictor_from_json
 
 TABLE = "predictor_models"
 
@@ -60,7 +61,7 @@ class ModelRegistry:
                 "rows": int(predictor.meta.get("rows", 0)),
                 "data_sha256": str(predictor.meta.get("data_sha256", "")),
                 "metrics": json.dumps(metrics or {}),
-                "model": predictor.to_json(),
+                "model": model_to_json(predictor),
             })
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot store model ({exc})") from None

@@ -160,7 +160,7 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
     comments = None
     if config.predictor == "model" and estimator is None:
         from slurm_hase.daemon.estimator import DescriptorEstimator
-        from slurm_hase.predict.api import load_predictor
+        from slurm_hase.predict.modelfile import load_predictor
         from slurm_hase.sim.workloads import comment
 
         estimator = DescriptorEstimator(load_predictor())

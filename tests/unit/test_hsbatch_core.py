@@ -168,7 +168,7 @@ def boom_predictor(path: str | None):  # type: ignore[no-untyped-def]
 
 
 def no_module(path: str | None):  # type: ignore[no-untyped-def]
-    raise ImportError("No module named 'slurm_hase.predict.api'")
+    raise ImportError("No module named 'slurm_hase.predict.modelfile'")
 
 
 def unreachable(runner: Runner) -> tuple[list[Node], list[Partition]]:

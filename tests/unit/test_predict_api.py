@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from slurm_hase.errors import DescriptorError, PredictorError, UnknownGpuError
-from slurm_hase.predict.api import Prediction, load_predictor
+from slurm_hase.predict.api import Prediction
 from slurm_hase.predict.catalog import gpu_keys
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.predict.forest import predict_np
+from slurm_hase.predict.modelfile import load_predictor, model_to_json
 
 RESNET = WorkloadDescriptor(model="resnet50", batch_size=64, iterations=1000)
 
@@ -106,7 +107,7 @@ def test_tampered_trees_rejected(tmp_path: Path) -> None:
     import json
     from array import array
 
-    doc = json.loads(load_predictor().to_json())
+    doc = json.loads(model_to_json(load_predictor()))
     left = array("i", base64.b64decode(doc["trees"]["p50"]["left"]))
     left[0] = 10**6  # child index out of range
     doc["trees"]["p50"]["left"] = base64.b64encode(left.tobytes()).decode()

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 from slurm_hase.errors import PredictorError
-from slurm_hase.predict.api import Predictor, load_predictor, predictor_from_json
+from slurm_hase.predict.api import Predictor
 from slurm_hase.predict.catalog import gpu_keys
 from slurm_hase.predict.dataset import Measurement, make, read_csv
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.predict.evaluate import mape, predict_rows
 from slurm_hase.predict.keys import LEVELS, knowledge_level, model_key
+from slurm_hase.predict.modelfile import load_predictor, predictor_from_json, save_model
 from slurm_hase.predict.train import (
     CALIBRATED_LEVELS,
     FACTOR_RANGE,
@@ -121,7 +122,7 @@ def test_predict_rows_uses_the_factor(rows: list[Measurement], model: Predictor)
 
 def test_calibration_round_trip_and_validation(tmp_path: Path, model: Predictor) -> None:
     f = tmp_path / "m.json"
-    model.save(f)
+    save_model(model, f)
     back = load_predictor(f)
     assert back.factors == model.factors and back.known == model.known
     doc = json.loads(f.read_text())

@@ -11,7 +11,7 @@ import pytest
 
 from slurm_hase.errors import PredictorError
 from slurm_hase.predict import features as F
-from slurm_hase.predict.api import MODEL_VERSION, Predictor, load_predictor, predictor_from_json
+from slurm_hase.predict.api import Predictor
 from slurm_hase.predict.catalog import resolve_gpu
 from slurm_hase.predict.completion import MAX_FACTOR, Completion, column_key, corunner_key, fit
 from slurm_hase.predict.dataset import Measurement, read_csv
@@ -19,6 +19,12 @@ from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.predict.evaluate import predict_rows
 from slurm_hase.predict.forest import predict_one
 from slurm_hase.predict.keys import model_key
+from slurm_hase.predict.modelfile import (
+    MODEL_VERSION,
+    load_predictor,
+    predictor_from_json,
+    save_model,
+)
 from slurm_hase.predict.train import BLEND_GRID, CF_RANKS, cf_keys, complete, matrix, train
 
 
@@ -192,7 +198,7 @@ def test_complete_chooses_rank_and_weights_on_inner_folds(rows: list[Measurement
 def test_model_file_round_trip_and_validation(tmp_path: Path, rows: list[Measurement], plain: Predictor) -> None:
     model = _with_completion(plain, rows, {"seen": 0.3, "pair": 0.9})
     f = tmp_path / "m.json"
-    model.save(f)
+    save_model(model, f)
     doc = json.loads(f.read_text())
     assert doc["version"] == MODEL_VERSION == 3
     back = load_predictor(f)

@@ -11,11 +11,16 @@ from pathlib import Path
 import pytest
 
 from slurm_hase.errors import PredictorError
-from slurm_hase.predict.api import load_predictor, predictor_from_json
 from slurm_hase.predict.catalog import DATA_DIR
 from slurm_hase.predict.dataset import Measurement, read_csv
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.predict.evaluate import predict_rows
+from slurm_hase.predict.modelfile import (
+    load_predictor,
+    model_to_json,
+    predictor_from_json,
+    save_model,
+)
 from slurm_hase.predict.pairs import MIN_PAIRS, PairMemory, fit_pairs, mirror, pair_key, query_shift
 from slurm_hase.predict.train import pair_memory, train
 
@@ -91,7 +96,7 @@ def test_a_bad_pairs_section_is_refused_by_name(section: object, msg: str) -> No
 
 
 def test_non_finite_residual_in_a_model_file_is_refused() -> None:
-    doc = json.loads(load_predictor().to_json())
+    doc = json.loads(model_to_json(load_predictor()))
     key = next(iter(doc["pairs"]["residuals"]))
     text = json.dumps(doc).replace(f'"{key}": {doc["pairs"]["residuals"][key]}', f'"{key}": NaN')
     with pytest.raises(PredictorError, match="shipped|residual"):
@@ -106,11 +111,11 @@ def shipped_rows() -> list[Measurement]:
 def test_shipped_model_remembers_pairs_and_round_trips(tmp_path: Path) -> None:
     pred = load_predictor()
     assert pred.pairs is not None and pred.pairs.beta.get("v100", 0.0) > 0.0
-    pred.save(tmp_path / "m.json")
+    save_model(pred, tmp_path / "m.json")
     again = load_predictor(tmp_path / "m.json")
     assert again.pairs == pred.pairs
     # a file without the section (written before it existed) still loads, without a memory
-    doc = json.loads(pred.to_json())
+    doc = json.loads(model_to_json(pred))
     del doc["pairs"]
     assert predictor_from_json(json.dumps(doc)).pairs is None
 
@@ -126,7 +131,7 @@ def test_single_bulk_and_mps_paths_apply_the_same_shift(shipped_rows: list[Measu
     desc = row.desc
     shift = query_shift(pred.pairs, "v100", desc)
     assert shift == pytest.approx(pred.pairs.beta["v100"] * pred.pairs.residuals[key])
-    without = predictor_from_json(json.dumps({k: v for k, v in json.loads(pred.to_json()).items() if k != "pairs"}))
+    without = predictor_from_json(json.dumps({k: v for k, v in json.loads(model_to_json(pred)).items() if k != "pairs"}))
     one = pred.predict(desc, ["v100"])["v100"].iter_time_p50
     assert one == pytest.approx(without.predict(desc, ["v100"])["v100"].iter_time_p50 * math.exp(shift), rel=1e-9)
     bulk = float(pred.predict_many([desc], ["v100"])[0, 0])
@@ -170,7 +175,7 @@ def test_pair_memory_lowers_the_error_of_held_out_mirrored_v100_pairs(shipped_ro
         test = [v100[i] for i in sorted(held) if keys[i] is not None and mirror(keys[i]) in present]
         model = train(tr, rounds=60, with_p90=False)
         assert model.pairs is not None and model.pairs.beta["v100"] > 0.2
-        doc = json.loads(model.to_json())
+        doc = json.loads(model_to_json(model))
         del doc["pairs"]
         for name, pred in (("without", predictor_from_json(json.dumps(doc))), ("with", model)):
             errs[name] += [abs(p - m.iter_time_s) / m.iter_time_s

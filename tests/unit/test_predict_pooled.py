@@ -10,7 +10,7 @@ import pytest
 
 from slurm_hase.errors import PredictorError
 from slurm_hase.predict import features as F
-from slurm_hase.predict.api import Predictor, load_predictor, predictor_from_json
+from slurm_hase.predict.api import Predictor
 from slurm_hase.predict.catalog import resolve_gpu
 from slurm_hase.predict.completion import (
     MAX_FACTOR,
@@ -24,6 +24,7 @@ from slurm_hase.predict.dataset import Measurement, read_csv
 from slurm_hase.predict.evaluate import predict_rows
 from slurm_hase.predict.forest import predict_one
 from slurm_hase.predict.keys import model_key
+from slurm_hase.predict.modelfile import load_predictor, predictor_from_json, save_model
 from slurm_hase.predict.train import cf_keys, matrix, train
 
 
@@ -85,7 +86,7 @@ def test_multi_gpu_queries_use_the_pooled_completion(rows: list[Measurement], mo
 
 def test_model_file_keeps_the_pooled_completion(tmp_path: Path, rows: list[Measurement], model: Predictor) -> None:
     f = tmp_path / "m.json"
-    model.save(f)
+    save_model(model, f)
     back = load_predictor(f)
     assert back.completion_multi == model.completion_multi
     d = next(m.desc for m in rows if m.desc.num_gpus > 1)

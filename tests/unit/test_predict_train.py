@@ -9,11 +9,11 @@ from click.testing import CliRunner
 
 from slurm_hase.cli.model_cmd import model as model_group
 from slurm_hase.errors import DataError, StoreError
-from slurm_hase.predict.api import load_predictor
 from slurm_hase.predict.dataset import Measurement, read_csv
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.predict.evaluate import cross_validate, folds, mape, predict_rows
 from slurm_hase.predict.forest import predict_one
+from slurm_hase.predict.modelfile import load_predictor, save_model
 from slurm_hase.predict.refit import harvest, harvest_backend, refit
 from slurm_hase.predict.registry import ModelRegistry
 from slurm_hase.predict.train import matrix, train
@@ -44,7 +44,7 @@ def test_training_fits_the_data(rows: list[Measurement], small_model) -> None:  
 
 def test_save_load_round_trip(tmp_path: Path, small_model) -> None:  # type: ignore[no-untyped-def]
     f = tmp_path / "m.json"
-    small_model.save(f)
+    save_model(small_model, f)
     d = WorkloadDescriptor(model="resnet50", batch_size=32)
     assert load_predictor(f).predict(d, ["p100"]) == small_model.predict(d, ["p100"])
 
