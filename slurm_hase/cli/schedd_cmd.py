@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shlex
 import signal
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from slurm_hase.cli.slurm_env import check_slurm_conf
 from slurm_hase.daemon.config import DaemonConfig, load_config
+from slurm_hase.errors import SlurmError, StoreError
+
+if TYPE_CHECKING:
+    from slurm_hase.store.state import StateStore
 
 CONFIG_OPT = click.option("--config", "config_path", type=click.Path(dir_okay=False),
                           default=None, help="TOML config (see templates/schedd.toml.example).")
@@ -23,6 +29,26 @@ DB_OPT = click.option("--state-db", default=None, help="State store path (overri
 def _config(path: str | None, state_db: str | None = None) -> DaemonConfig:
     cfg = load_config(path)
     return replace(cfg, state_db=state_db) if state_db else cfg
+
+
+def _existing_store(cfg: DaemonConfig) -> StateStore:
+    """Open the state store; StoreError (and no file created) when there is none."""
+    from slurm_hase.store.state import StateStore
+
+    if not Path(cfg.state_db).is_file():
+        raise StoreError(f"no state store at {cfg.state_db} (has the daemon run?)")
+    return StateStore(cfg.state_db)
+
+
+def _model_info(model: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The stored model row with its `info` JSON text decoded (left as text if it is not JSON)."""
+    if model is None or not isinstance(model.get("info"), str):
+        return model
+    try:
+        info = json.loads(model["info"])
+    except ValueError:
+        return model
+    return {**model, "info": info} if isinstance(info, dict | list) else model
 
 
 def _backend() -> Any:
@@ -63,6 +89,7 @@ def policies_cmd(as_json: bool) -> None:
 def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str | None,
             state_db: str | None) -> None:
     """Observe -> decide -> act -> record, every interval."""
+    check_slurm_conf(os.environ)
     from slurm_hase.daemon.cycle import CycleConfig
     from slurm_hase.daemon.estimator import DescriptorEstimator
     from slurm_hase.daemon.history import CachedHistory, HistoryEstimator, predictor_speed
@@ -129,24 +156,21 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
 
     daemon.run(once=once, should_stop=lambda: stop["flag"], after_cycle=after)
     if once and daemon.failures:
-        raise click.ClickException("slurm unavailable; no cycle completed")
+        raise SlurmError("slurm unavailable; no cycle completed")
 
 
 @schedd.command(name="status")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--cycles", default=5, show_default=True, help="How many recent cycles.")
+@click.option("--cycles", type=click.IntRange(min=0), default=5, show_default=True,
+              help="How many recent cycles.")
 @CONFIG_OPT
 @DB_OPT
 def status_cmd(as_json: bool, cycles: int, config_path: str | None, state_db: str | None) -> None:
     """Recent cycles, jobs we hold attributes on, and the model in use."""
-    from slurm_hase.store.state import StateStore
-
     cfg = _config(config_path, state_db)
-    if not Path(cfg.state_db).is_file():
-        raise click.ClickException(f"no state store at {cfg.state_db} (has the daemon run?)")
-    store = StateStore(cfg.state_db)
+    store = _existing_store(cfg)
     data = {"state_db": cfg.state_db, "policy": cfg.policy, "cycles": store.cycles(cycles),
-            "owned_jobs": len(store.owned()), "model": store.latest_model(),
+            "owned_jobs": len(store.owned()), "model": _model_info(store.latest_model()),
             "usage": (store.latest_usage() or {}).get("usage", {}),
             "last_observed": store.last_observed()}
     if as_json:
@@ -176,10 +200,10 @@ def reset_cmd(dry_run: bool, config_path: str | None, state_db: str | None) -> N
     """Remove our Nice/Features from pending jobs we touched (user changes are kept)."""
     from slurm_hase.daemon.cycle import OwnedAttrs
     from slurm_hase.daemon.reset import reset_decisions
-    from slurm_hase.store.state import StateStore
 
+    check_slurm_conf(os.environ)
     cfg = _config(config_path, state_db)
-    store = StateStore(cfg.state_db)
+    store = _existing_store(cfg)
     owned = {j: OwnedAttrs(n, f) for j, (n, f) in store.owned().items()}
     outcomes = reset_decisions(_backend(), owned, cfg.partitions, dry_run=dry_run)
     for o in outcomes:
@@ -189,19 +213,20 @@ def reset_cmd(dry_run: bool, config_path: str | None, state_db: str | None) -> N
     errors = sum(1 for o in outcomes if o.outcome == "error")
     click.echo(f"{len(outcomes)} jobs, {errors} errors")
     if errors:
-        raise click.ClickException(f"{errors} jobs could not be reset (kept in the store)")
+        raise SlurmError(f"{errors} jobs could not be reset (kept in the store)")
 
 
 @schedd.command(name="render-unit")
 @CONFIG_OPT
-@click.option("--user", default="root", show_default=True)
+@click.option("--user", default="root", show_default=True,
+              help="User= of the service (a user name or numeric UID).")
 @click.option("--slurm-conf", default=None, help="SLURM_CONF for the service.")
 @click.option("--exec", "exec_start", default=None, help="Path of the `hase` executable.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None)
 def render_unit_cmd(config_path: str | None, user: str, slurm_conf: str | None,
                     exec_start: str | None, output: str | None) -> None:
     """Print (or write) the systemd unit for the daemon."""
-    from slurm_hase.daemon.unit import render_unit
+    from slurm_hase.daemon.unit import render_unit, write_unit
 
     cfg_path = config_path or "/etc/slurm-hase/schedd.toml"
     if config_path:
@@ -209,6 +234,6 @@ def render_unit_cmd(config_path: str | None, user: str, slurm_conf: str | None,
     text = render_unit(config_path=cfg_path, exec_start=exec_start, user=user,
                        slurm_conf=slurm_conf)
     if output:
-        Path(output).write_text(text, encoding="utf-8")
+        write_unit(output, text)
     else:
         click.echo(text, nl=False)

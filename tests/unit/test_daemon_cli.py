@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from slurm_hase.cli.main import cli
-from slurm_hase.errors import ConfigError
+from slurm_hase.errors import ConfigError, StoreError
 from slurm_hase.store.state import CycleRow, StateStore
 
 
@@ -47,7 +47,7 @@ def test_status_json(tmp_path: Path) -> None:
     text = CliRunner().invoke(cli, ["schedd", "status", "--state-db", str(db)]).output
     assert "last observed Slurm:" in text and "refresh_s" in text
     missing = CliRunner().invoke(cli, ["schedd", "status", "--state-db", str(tmp_path / "no.db")])
-    assert missing.exit_code != 0 and "no state store" in missing.output
+    assert isinstance(missing.exception, StoreError) and "no state store" in str(missing.exception)
 
 
 def test_run_refuses_unknown_policy_before_touching_slurm(tmp_path: Path) -> None:
