@@ -7,6 +7,7 @@ exactly as sbatch would submit it, with one warning line on stderr.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, TextIO
 
@@ -215,7 +216,9 @@ def _additions(
     if not (constrain or hopts.explain):
         return ([f"--comment={comment}"] if attach else []) + head
     # narrowing by speed only where the daemon can see it was ours (in the description)
-    slack = speed_slack(io.env) if attach else 0.0
+    slack, bad_slack = speed_slack(io.env) if attach else (0.0, None)
+    if bad_slack:
+        io.err.write(f"{WARN}{bad_slack}\n")
     try:
         rows, notes = _judge(req, desc, hopts, deps, io.env, slack)
     except Exception as exc:  # fail-open: predictor, model file or Slurm query broke
@@ -224,6 +227,10 @@ def _additions(
     constraint, reason = plan.choose_constraint(rows) if constrain else (None, None)
     if reason and constrain:
         notes.append(reason)
+    impossible = plan.why_nothing_fits(rows, plan.min_memory_gb(desc, _params_m(desc)),
+                                        req.time_limit_s)
+    if impossible:
+        io.err.write(f"{WARN}{impossible}; submitting it as asked\n")
     if constraint and attach:
         marked = _marked(desc, constraint)
         comment = marked if marked is not None else comment
@@ -237,15 +244,30 @@ def _additions(
     return extra
 
 
-def speed_slack(env: Mapping[str, str]) -> float:
+def _params_m(desc: WorkloadDescriptor) -> float | None:
+    """The job's parameter count (millions): given, else the model table's, else None."""
+    from slurm_hase.predict.models import lookup_model
+
+    if desc.params_m is not None:
+        return desc.params_m
+    info = lookup_model(desc.model) if desc.model else None
+    return info.params_m if info else None
+
+
+def speed_slack(env: Mapping[str, str]) -> tuple[float, str | None]:
     """HASE_SPEED_SLACK (default 1.0: types up to 2x slower than the fastest stay allowed);
-    0 turns narrowing by speed off. A bad value falls back to the default."""
+    0 turns narrowing by speed off. A bad value falls back to the default, with a warning."""
     raw = env.get("HASE_SPEED_SLACK", "")
+    if not raw:
+        return DEFAULT_SPEED_SLACK, None
     try:
-        value = float(raw) if raw else DEFAULT_SPEED_SLACK
+        value = float(raw)
     except ValueError:
-        return DEFAULT_SPEED_SLACK
-    return value if 0.0 <= value < 1e6 else DEFAULT_SPEED_SLACK
+        value = math.nan
+    if 0.0 <= value < 1e6:
+        return value, None
+    return DEFAULT_SPEED_SLACK, (f"HASE_SPEED_SLACK={raw!r} is not a number from 0 to 1e6; "
+                                 f"using the default {DEFAULT_SPEED_SLACK}")
 
 
 def _marked(desc: WorkloadDescriptor, constraint: str) -> str | None:
@@ -272,10 +294,11 @@ def _judge(
         path = hopts.predictor or env.get("HASE_PREDICTOR") or None
         predict = (deps.predictor or _load_predict)(path)
         predictions = predict(desc, list(types))
-    from slurm_hase.predict.models import lookup_model
-
-    info = lookup_model(desc.model) if desc.model else None
-    params = desc.params_m if desc.params_m is not None else (info.params_m if info else None)
+        # a bound Predictor.predict can say when the workload is outside its training data
+        extrapolation = getattr(getattr(predict, "__self__", None), "extrapolation", None)
+        if callable(extrapolation) and (why := extrapolation(desc)):
+            notes.append(str(why))
+    params = _params_m(desc)
     memory_of = summary.memory_gb.get if params is not None or hopts.explain else _unknown
     rows = plan.judge_types(types, desc, memory_of=memory_of, params_m=params,
                             time_limit_s=req.time_limit_s, predictions=predictions,

@@ -12,7 +12,8 @@ from typing import NamedTuple
 from slurm_hase.errors import DescriptorError
 from slurm_hase.hsbatch.script import HaseLine
 from slurm_hase.predict.descriptor import (
-    KEYS,
+    INTERNAL_KEYS,
+    USER_KEYS,
     WorkloadDescriptor,
     canonical_key,
     key_aliases,
@@ -39,12 +40,13 @@ def canonical(key: str) -> str | None:
 
 
 def alias_names() -> list[str]:
-    """Every key name a user may type (aliases included)."""
-    return key_aliases()
+    """Every key name hsbatch recognises (aliases and its own keys, which it then refuses with
+    a reason rather than as unknown)."""
+    return key_aliases(internal=True)
 
 
 def known_keys() -> list[str]:
-    return list(KEYS)
+    return list(USER_KEYS)
 
 
 class Sources:
@@ -62,6 +64,11 @@ class Sources:
                     f"{e.where}: {e.key}: unknown key ({unknown_key_hint(e.key)}known: "
                     f"{', '.join(known_keys())})"
                 )
+            if canon in INTERNAL_KEYS:
+                raise DescriptorError(
+                    f"{e.where}: {e.key}: set by hsbatch itself (the GPU types it constrained the job "
+                    "to, which the scheduler daemon may change); to choose GPU types yourself use "
+                    "--constraint or --gres=gpu:TYPE:N, which the daemon never changes")
             if canon in seen:
                 raise DescriptorError(f"{e.where}: {e.key}: given twice (also {seen[canon].where})")
             seen[canon] = e
@@ -116,7 +123,7 @@ def file_entries(path: str) -> list[Entry]:
             "the description is oversized"
         )
     text = data.decode("utf-8", "replace")
-    if text.lstrip().startswith("{"):
+    if text.lstrip().startswith(("{", "[")):
         return _json_entries(text, path)
     out: list[Entry] = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
@@ -126,10 +133,14 @@ def file_entries(path: str) -> list[Entry]:
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        key, eq, value = line.partition("=")
-        if not eq or not key.strip():
-            raise DescriptorError(f"{path} line {lineno}: {raw.strip()!r} is not key=value")
-        out.append(Entry(key.strip(), value.strip(), f"{path} line {lineno}"))
+        # "bs = 64" (one pair, spaces allowed) or "bs=64 iterations=100" (as on #HASE lines)
+        words = [line] if line.count("=") == 1 else line.split()
+        for word in words:
+            key, eq, value = word.partition("=")
+            if not eq or not key.strip():
+                raise DescriptorError(f"{path} line {lineno}: {raw.strip()!r}: {word!r} is not "
+                                      "key=value")
+            out.append(Entry(key.strip(), value.strip(), f"{path} line {lineno}"))
     return out
 
 

@@ -108,6 +108,27 @@ def choose_constraint(rows: Sequence[TypeRow]) -> tuple[str | None, str | None]:
     return "|".join(chosen), None
 
 
+def why_nothing_fits(rows: Sequence[TypeRow], need_gb: float | None,
+                     time_limit_s: int | None) -> str | None:
+    """Why no GPU type of `rows` can serve the job (memory, time limit), or None when one can
+    or there are no rows."""
+    if not rows or any(r.candidate for r in rows):
+        return None
+    parts: list[str] = []
+    if need_gb is not None and all(r.fits_memory is False for r in rows):
+        biggest = max(r.memory_gb or 0.0 for r in rows)
+        parts.append(f"its weights need at least {need_gb:.1f} GB per GPU, more than any GPU type "
+                     f"here has (largest {biggest:.0f} GB)")
+    timed = [r for r in rows if r.runtime_p50_s is not None and r.fits_memory is not False]
+    if time_limit_s is not None and timed and all(r.finishes is False for r in timed):
+        best = min(timed, key=lambda r: r.runtime_p50_s or 0.0)
+        parts.append(f"the predicted runtime exceeds the time limit of {time_limit_s} s on every "
+                     f"GPU type (fastest: {best.gpu_type}, {best.runtime_p50_s or 0.0:.0f} s)")
+    if not parts:
+        parts.append("no GPU type is both fast enough and able to run it")
+    return "no GPU type here can run this job: " + "; ".join(parts)
+
+
 def needs_predictions(req: Request, desc: WorkloadDescriptor, explain: bool,
                       speed_slack: float = 0.0) -> bool:
     """Predictions change the outcome with a speed slack, or with a time limit and a known

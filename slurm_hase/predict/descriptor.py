@@ -57,11 +57,16 @@ _YES = {"1": True, "yes": True, "true": True, "on": True, "0": False, "no": Fals
 
 
 KEYS: tuple[str, ...] = tuple(sorted(set(_ALIASES.values())))
+# Written by hsbatch itself into the job comment (the GPU types it constrained the job to, which
+# the daemon may change); a user who sets it would hand their own constraint to the daemon.
+INTERNAL_KEYS = frozenset({"auto_types"})
+USER_KEYS: tuple[str, ...] = tuple(k for k in KEYS if k not in INTERNAL_KEYS)
 
 
-def key_aliases() -> list[str]:
-    """Every accepted spelling of a descriptor key, sorted."""
-    return sorted(_ALIASES)
+def key_aliases(internal: bool = False) -> list[str]:
+    """Every spelling of a descriptor key a user may type (with ``internal``: hsbatch's own
+    keys too), sorted."""
+    return sorted(a for a, k in _ALIASES.items() if internal or k not in INTERNAL_KEYS)
 
 
 def canonical_key(name: str) -> str:
@@ -69,7 +74,7 @@ def canonical_key(name: str) -> str:
     DescriptorError for an unknown key."""
     key = _ALIASES.get(str(name).strip().lower().replace("-", "_"))
     if key is None:
-        raise DescriptorError(f"{name}: unknown key ({unknown_key_hint(name)}known: {', '.join(KEYS)})")
+        raise DescriptorError(f"{name}: unknown key ({unknown_key_hint(name)}known: {', '.join(USER_KEYS)})")
     return key
 
 
@@ -77,7 +82,7 @@ def unknown_key_hint(name: str) -> str:
     """'did you mean <closest accepted spelling>? ' for a key nobody accepts, or ''."""
     import difflib
 
-    close = difflib.get_close_matches(str(name).strip().lower().replace("-", "_"), sorted(_ALIASES), n=1)
+    close = difflib.get_close_matches(str(name).strip().lower().replace("-", "_"), key_aliases(), n=1)
     return f"did you mean {close[0]}? " if close else ""
 
 

@@ -296,7 +296,7 @@ def test_checkpoint_makes_the_job_requeueable(tmp_path: Path, extra: list[str],
 
 
 @pytest.mark.parametrize(("slack", "want"), [("", "a100"), ("2", "a100|v100"), ("9", None),
-                                             ("0", None), ("bogus", "a100")])
+                                             ("0", None), ("bogus", "a100"), ("-1", "a100")])
 def test_speed_slack_narrows_and_marks_the_constraint(tmp_path: Path, slack: str,
                                                       want: str | None) -> None:
     # a100 0.1 s, v100 0.3 s, t4 1.0 s per iteration; no time limit: only speed can narrow
@@ -310,6 +310,7 @@ def test_speed_slack_narrows_and_marks_the_constraint(tmp_path: Path, slack: str
                None)
     assert got == want
     assert desc.auto_types == (tuple(want.split("|")) if want else ())
+    assert ("HASE_SPEED_SLACK=" in r.err) == (slack in ("bogus", "-1"))  # a bad value is warned
 
 
 def test_no_speed_narrowing_when_the_description_cannot_be_attached(tmp_path: Path) -> None:
@@ -317,3 +318,47 @@ def test_no_speed_narrowing_when_the_description_cannot_be_attached(tmp_path: Pa
     r = hsbatch(["--comment=mine", s])
     (argv, _), = r.calls
     assert not any(a.startswith("--constraint") for a in argv)  # the daemon could not undo it
+
+
+@pytest.mark.parametrize("how", ["line", "option", "file"])
+def test_users_cannot_set_auto_types(tmp_path: Path, how: str) -> None:
+    """auto_types marks a constraint as hsbatch's own (the daemon may change it): a user who set
+    it would hand their own --constraint to the daemon, so it is refused from every source."""
+    line = "#HASE model=resnet50 at=t4\n" if how == "line" else "#HASE model=resnet50\n"
+    s = script(tmp_path, "#SBATCH --constraint=t4\n" + line)
+    argv = [s]
+    if how == "option":
+        argv = ["--hase-auto-types=t4", s]
+    elif how == "file":
+        d = tmp_path / "d.txt"
+        d.write_text("auto_types=t4\n")
+        argv = [f"--hase-descriptor={d}", s]
+    r = hsbatch(argv)
+    assert r.code == 2 and r.calls == []
+    assert "set by hsbatch itself" in r.err and "--constraint" in r.err
+
+
+def test_warns_when_no_type_can_finish_in_time(tmp_path: Path) -> None:
+    """Every type's predicted runtime exceeds the limit: warned, and submitted exactly as asked."""
+    s = script(tmp_path, "#SBATCH --gres=gpu:1 -t 1\n#HASE model=resnet50 iterations=1000\n")
+    r = hsbatch([s])
+    assert r.code == 0 and len(r.calls) == 1 and "--constraint" not in " ".join(r.calls[0][0])
+    assert "no GPU type here can run this job" in r.err and "time limit of 60 s" in r.err
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    ("model=resnet50\nbs=64 iterations=100\n", None),  # several pairs on a line, as on #HASE
+    ("model = resnet50\nbs = 64\niterations = 100\n", None),  # one pair, spaces around '='
+    ("model=resnet50 bs iterations=5\n", "'bs' is not key=value"),
+    ('[{"model": "resnet50"}]', "must be a JSON object"),
+])
+def test_descriptor_file_forms(tmp_path: Path, text: str, fragment: str | None) -> None:
+    d = tmp_path / "d.txt"
+    d.write_text(text)
+    r = hsbatch([f"--hase-descriptor={d}", "--wrap=true"])
+    if fragment is None:
+        comment = r.calls[0][0][1].removeprefix("--comment=")
+        assert WorkloadDescriptor.from_comment(comment) == WorkloadDescriptor(
+            model="resnet50", batch_size=64, iterations=100)
+    else:
+        assert r.code == 2 and r.calls == [] and fragment in r.err

@@ -119,3 +119,17 @@ def test_usable_nodes_first_and_counts_summed() -> None:
     assert summary.types_for(()) == ({"a100": (13, False)}, None)  # a9 lacks the feature
     assert summary.types_for(("dbg",)) == ({"v100": (2, False)}, None)  # none usable: all of dbg
     assert summary.memory_gb == {"a100": 80.0, "v100": None}
+
+
+def test_why_nothing_fits_names_memory_and_time() -> None:
+    huge = WorkloadDescriptor(gflops_per_iter=1e4, params_m=70000, precision="fp16")  # 280 GB
+    need = plan.min_memory_gb(huge, huge.params_m)
+    msg = plan.why_nothing_fits(rows(huge), need, None)
+    assert msg is not None and "280.0 GB per GPU" in msg and "largest 80 GB" in msg
+    big = WorkloadDescriptor(gflops_per_iter=1e4, params_m=7000, precision="fp16")
+    assert plan.why_nothing_fits(rows(big), plan.min_memory_gb(big, big.params_m), None) is None
+    slow = [plan.TypeRow("a100", 4, 40.0, runtime_p50_s=7200.0, finishes=False, fits_memory=True),
+            plan.TypeRow("t4", 4, 16.0, runtime_p50_s=36000.0, finishes=False, fits_memory=True)]
+    msg = plan.why_nothing_fits(slow, 1.0, 3600)
+    assert msg is not None and "time limit of 3600 s" in msg and "fastest: a100, 7200 s" in msg
+    assert plan.why_nothing_fits([], None, 3600) is None

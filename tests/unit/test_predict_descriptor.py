@@ -74,10 +74,15 @@ def test_to_comment_is_json() -> None:
 
 
 def test_canonical_key() -> None:
-    from slurm_hase.predict.descriptor import KEYS, canonical_key, key_aliases
+    from slurm_hase.predict.descriptor import KEYS, USER_KEYS, canonical_key, key_aliases
 
     assert canonical_key("bs") == "batch_size" and canonical_key(" Num-GPUs ") == "gpus"
-    assert set(KEYS) <= set(key_aliases())
+    assert set(KEYS) <= set(key_aliases(internal=True))
+    # hsbatch's own key is neither offered to users nor suggested as a close match
+    assert set(USER_KEYS) <= set(key_aliases()) and "auto_types" not in USER_KEYS
+    assert not {"at", "auto_types"} & set(key_aliases())
+    with pytest.raises(DescriptorError, match=r"unknown key \((?!did you mean at)"):
+        canonical_key("ap")
     with pytest.raises(DescriptorError, match="unknown key"):
         canonical_key("colour")
     with pytest.raises(DescriptorError, match=r"unknown key \(did you mean batch_size\?"):
