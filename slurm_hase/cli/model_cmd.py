@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 
 if TYPE_CHECKING:
     from slurm_hase.predict.api import Predictor
@@ -82,6 +83,12 @@ def evaluate_cmd(data: tuple[str, ...], split: str | None, model_path: str | Non
             click.echo("  per " + label + ": " + ", ".join(f"{k}={v:.1f}%" for k, v in table.items()))
 
 
+# predict's options that describe the workload (parameter -> flag); --spec replaces them all
+_WORKLOAD_OPTIONS = {"model_name": "--model", "gflops": "--gflops", "params": "--params",
+                     "batch_size": "--batch-size", "precision": "--precision", "mode": "--mode",
+                     "gpus": "--gpus", "iterations": "--iterations", "corunners": "--corunner"}
+
+
 @model.command("predict")
 @click.option("--model-file", default=None, help="Model file (default: the shipped model).")
 @click.option("--model", "model_name", default=None, help="Workload model name, e.g. resnet50.")
@@ -108,6 +115,12 @@ def predict_cmd(model_file: str | None, model_name: str | None, gflops: float | 
     from slurm_hase.predict.modelfile import load_predictor
 
     if spec is not None:
+        ctx = click.get_current_context()
+        given = [flag for name, flag in _WORKLOAD_OPTIONS.items()
+                 if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)]
+        if given:
+            raise click.UsageError(f"--spec describes the whole workload; drop {', '.join(given)} "
+                                   "(or put them in the spec)")
         parsed = WorkloadDescriptor.from_comment(spec)
         if parsed is None:
             pairs = [item.partition("=") for item in spec.split()]
@@ -121,7 +134,10 @@ def predict_cmd(model_file: str | None, model_name: str | None, gflops: float | 
                                   "batch_size": batch_size, "precision": precision, "mode": mode,
                                   "gpus": gpus, "iterations": iterations, "corunners": list(corunners)}
         desc = WorkloadDescriptor.from_mapping({k: v for k, v in raw.items() if v not in (None, [])})
-    preds = load_predictor(model_file).predict(desc, list(gpu_types) or gpu_keys())
+    predictor = load_predictor(model_file)
+    preds = predictor.predict(desc, list(gpu_types) or gpu_keys())
+    if (why := predictor.extrapolation(desc)) is not None:
+        click.echo(f"hase: note: {why}", err=True)
     ordered = sorted(preds.values(), key=lambda p: p.iter_time_p50)
     if as_json:
         click.echo(json.dumps([p.__dict__ for p in ordered], indent=1))

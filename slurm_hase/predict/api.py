@@ -40,6 +40,11 @@ if TYPE_CHECKING:
 BOOSTERS: tuple[str, ...] = ("p50", "p90", "p50_unseen")  # a model measured on fewer GPU types than this is "pair-few" on a new one
 
 
+def regime(desc: WorkloadDescriptor) -> str:
+    """A workload's numeric regime, e.g. "fp16/train" (models record the ones they saw)."""
+    return f"{desc.precision}/{desc.mode}"
+
+
 @dataclass(frozen=True)
 class Prediction:
     """Predicted iteration time (s) of one job on one GPU type; runtime when iterations known."""
@@ -88,6 +93,15 @@ class Predictor:
         self._known_gpus = frozenset(g for gs in self.known.values() for g in gs)
         self._cf_models = frozenset(k.partition("|")[0] for c in (self.completion, self.completion_multi)
                                     if c is not None for k in c.rows)
+
+    def extrapolation(self, desc: WorkloadDescriptor) -> str | None:
+        """Why a prediction for `desc` is an extrapolation beyond the training data, or None
+        (models trained before regimes were recorded never say)."""
+        seen = self.meta.get("regimes")
+        if not isinstance(seen, list) or regime(desc) in seen:
+            return None
+        return (f"the model has no {desc.precision} {desc.mode} measurements "
+                f"(it has {', '.join(seen)}): this prediction is an extrapolation")
 
     # ---- calibration ----------------------------------------------------------------------
     def level(self, model_key: str, gpu_key: str) -> str:

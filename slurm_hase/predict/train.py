@@ -13,7 +13,7 @@ from typing import Any
 from slurm_hase.errors import DataError
 from slurm_hase.predict import completion as CF
 from slurm_hase.predict import features as F
-from slurm_hase.predict.api import Predictor
+from slurm_hase.predict.api import Predictor, regime
 from slurm_hase.predict.catalog import resolve_gpu
 from slurm_hase.predict.dataset import Measurement
 from slurm_hase.predict.keys import LEVELS, knowledge_level, model_key
@@ -332,6 +332,8 @@ def train(
         "trained_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "rows": len(rows),
         "gpus": sorted({m.gpu for m in rows}),
+        # (precision, mode) pairs measured: a query outside them is an extrapolation (api.py)
+        "regimes": sorted({regime(m.desc) for m in rows}),
         "sources": dict(Counter(m.source.split(":")[0] if m.source else "site" for m in rows)),
         "data_sha256": data_digest(rows),
         "train_seconds": round(time.perf_counter() - t0, 2),

@@ -11,7 +11,7 @@ from slurm_hase.predict.api import Prediction
 from slurm_hase.predict.catalog import gpu_keys
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.predict.forest import predict_np
-from slurm_hase.predict.modelfile import load_predictor, model_to_json
+from slurm_hase.predict.modelfile import load_predictor, model_to_json, predictor_from_json
 
 RESNET = WorkloadDescriptor(model="resnet50", batch_size=64, iterations=1000)
 
@@ -121,3 +121,16 @@ def test_tampered_trees_rejected(tmp_path: Path) -> None:
         load_predictor(f)
     with pytest.raises(PredictorError):
         load_predictor(tmp_path / "missing.json")
+
+
+def test_extrapolation_is_named() -> None:
+    """The shipped data has fp32 training and fp16/int8 inference only: fp16 training is said
+    to be an extrapolation, measured regimes are not."""
+    pred = load_predictor()
+    assert "fp32/train" in pred.meta["regimes"] and "fp16/train" not in pred.meta["regimes"]
+    assert pred.extrapolation(RESNET) is None
+    why = pred.extrapolation(WorkloadDescriptor(model="resnet50", batch_size=64, precision="fp16"))
+    assert why is not None and "no fp16 train measurements" in why
+    old = predictor_from_json(model_to_json(pred))  # a copy: load_predictor() is shared
+    old.meta.pop("regimes")  # a model trained before regimes were recorded never says
+    assert old.extrapolation(WorkloadDescriptor(model="resnet50", precision="fp16")) is None

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from slurm_hase.errors import DataError
+from slurm_hase.predict.catalog import DATA_DIR
 from slurm_hase.predict.dataset import parse_csv, read_csv, write_csv
 from slurm_hase.predict.loaders import load_gavel, load_mlperf
 
@@ -67,3 +69,18 @@ def test_loaders_on_shared_data(shared_data: Path) -> None:
     # an H100 runs ResNet-50 inference faster than a T4
     t = {m.gpu: m.iter_time_s for m in mlperf if m.model == "resnet50"}
     assert t["h100"] < t["t4"]
+
+
+def test_gavel_multi_gpu_rows_are_per_gpu_step_times() -> None:
+    """A row's iteration is one step on every GPU: Gavel's steps/s (counted over all workers) is
+    divided by the GPU count, so ResNet-50 on 8 V100s is slower per iteration than on one."""
+    path = DATA_DIR / "gavel_simulation_throughputs.json"
+    raw = json.loads(path.read_text())
+    rows = {(m.gpu, m.model, m.desc.batch_size, m.desc.num_gpus): m.iter_time_s
+            for m in load_gavel(path, colocated=False)}
+    for scale in (2, 4, 8):
+        tput = raw["v100"][str(("ResNet-50 (batch size 64)", scale))]["null"]
+        assert rows[("v100", "resnet50", 64, scale)] == pytest.approx(scale / tput, rel=1e-9)
+    for gpu in ("k80", "p100", "v100"):  # near-linear scaling: 2 GPUs on a K80 are within 2%
+        one = rows[(gpu, "resnet50", 64, 1)]
+        assert one < rows[(gpu, "resnet50", 64, 8)] < 2.5 * one

@@ -146,6 +146,10 @@ def test_cli_predict_and_evaluate(tmp_path: Path, fixtures_dir: Path) -> None:
     assert '"runtime_p50_s"' in res.output and '"v100"' in res.output
     res = runner.invoke(model_group, ["predict", "--spec", '{"hase":1,"model":"gpt2","bs":4}', "--gpu", "h100"])
     assert res.exit_code == 0 and "h100" in res.output
+    # a spec beside workload options would silently win over them: refused, naming the options
+    res = runner.invoke(model_group, ["predict", "--spec", "model=resnet50", "--batch-size", "8",
+                                      "--model", "bert-large", "--gpu", "v100"])
+    assert res.exit_code == 2 and "--model, --batch-size" in res.output
 
 
 def test_cli_train_registry(tmp_path: Path, fixtures_dir: Path) -> None:
