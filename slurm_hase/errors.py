@@ -68,7 +68,9 @@ class PredictorError(HaseError):
 
 
 class UnknownGpuError(PredictorError):
-    """A GPU name matches no catalog entry."""
+    """A GPU name matches no catalog entry (bad input: exit 2, like other input errors)."""
+
+    exit_code = 2
 
     def __init__(self, name: str, close: list[str]) -> None:
         self.name = name

@@ -3,12 +3,41 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from slurm_hase.errors import ConfigError
+
+
+class _Finite(click.FloatRange):
+    """A FloatRange that also refuses nan and inf (which every range check lets through)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+def _gpus(text: str) -> dict[str, int]:
+    """--gpus TYPE=N,TYPE=N as {type: N}; ConfigError naming the entry that is not TYPE=N."""
+    out: dict[str, int] = {}
+    for entry in text.split(","):
+        name, sep, value = (part.strip() for part in entry.partition("="))
+        try:
+            if not sep or not name:
+                raise ValueError
+            count = int(value)
+        except ValueError:
+            raise ConfigError(f"--gpus {entry!r}: expected TYPE=N (e.g. k80=32,v100=32)") from None
+        if name in out:
+            raise ConfigError(f"--gpus {entry!r}: GPU type {name!r} given twice")
+        out[name] = count
+    return out
 
 
 def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
@@ -34,16 +63,21 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
 @click.option("--policy", default="fifo", show_default=True, help="fifo, hase, fair, gavel.")
 @click.option("--knob", "knob", multiple=True, help="Policy knob NAME=VALUE (e.g. theta=0.2).")
 @click.option("--predictor", type=click.Choice(["oracle", "model"]), default="oracle", show_default=True)
-@click.option("--interval", type=float, default=60.0, show_default=True, help="Daemon cycle (simulated s).")
+@click.option("--interval", type=_Finite(1.0, 86400.0), default=60.0, show_default=True,
+              help="Daemon cycle in simulated s (its interval_s, 1 to 86400).")
 @click.option("--refresh", type=click.FloatRange(0.0), default=None,
               help="The daemon's refresh_s: a cycle that finds no job or node changed decides "
               "nothing until this long after the last one that did (0 = every cycle decides; "
               "default: 600, as the daemon).")
-@click.option("--start", type=int, default=0, help="First trace job to use.")
-@click.option("--jobs", "count", type=int, default=None, help="Number of trace jobs to use.")
-@click.option("--tile", "tile_to", type=int, default=None, help="Repeat the trace up to N jobs.")
-@click.option("--load", type=float, default=None, help="Rescale arrivals to this offered load.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--start", type=click.IntRange(min=0), default=0, show_default=True,
+              help="First trace job to use (0 = the first).")
+@click.option("--jobs", "count", type=click.IntRange(min=1), default=None,
+              help="Number of trace jobs to use (default: all from --start).")
+@click.option("--tile", "tile_to", type=click.IntRange(min=0), default=None,
+              help="Repeat the trace up to N jobs (0 = no tiling).")
+@click.option("--load", type=_Finite(0.0, min_open=True), default=None,
+              help="Rescale arrivals to this offered load (> 0; default: the trace's own).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("sim-out"),
               show_default=True)
@@ -69,30 +103,37 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str, 
              hsbatch_slack: float, ledger_half_life: float, plots: bool, fmt: str,
              as_json: bool) -> None:
     """Replay a real trace through POLICY on a simulated Slurm and write metrics and plots."""
+    from slurm_hase.policy.registry import make_policy
     from slurm_hase.sim.cluster import load_cluster, uniform_cluster
     from slurm_hase.sim.engine import SimConfig
     from slurm_hase.sim.report import (
         DEFAULT_DATA,
         TraceSetup,
+        check_runnable,
+        check_speeds,
+        describe_refusals,
         prepare_trace,
+        refused_count,
         resolve_trace,
         throughput_table,
         write_outputs,
     )
 
+    knobs = _knobs(knob)
+    make_policy(policy, **knobs)  # an unknown policy or knob fails here, before any work
     data = data_dir or DEFAULT_DATA
-    if cluster_path is not None:
-        spec = load_cluster(cluster_path)
-    else:
-        try:
-            by_type = {k.strip(): int(v) for k, v in (p.split("=") for p in gpus.split(","))}
-        except ValueError:
-            raise ConfigError(f"--gpus {gpus!r}: expected TYPE=N,TYPE=N") from None
-        spec = uniform_cluster(by_type)
+    spec = load_cluster(cluster_path) if cluster_path is not None else uniform_cluster(
+        _gpus(gpus), where="--gpus")
     table = throughput_table(data)
+    check_speeds(spec, table)
     setup = TraceSetup(resolve_trace(trace, data), trace_kind, start, count, tile_to, load, seed)
     jobs = prepare_trace(setup, table, spec)
-    config = SimConfig(policy=policy, knobs=_knobs(knob), interval_s=interval, predictor=predictor,
+    refused = check_runnable(jobs, spec, table)
+    if refused:
+        click.echo(f"hase: warning: {sum(refused.values())} of {len(jobs)} jobs can never run on "
+                   f"this cluster and are refused at submission (as sbatch would): "
+                   f"{describe_refusals(refused)}", err=True)
+    config = SimConfig(policy=policy, knobs=knobs, interval_s=interval, predictor=predictor,
                        refresh_s=SimConfig.refresh_s if refresh is None else refresh,
                        checkpoint_share=checkpoint_share, requeue_overhead_s=requeue_overhead,
                        hsbatch_slack=hsbatch_slack, ledger_half_life_s=ledger_half_life)
@@ -103,7 +144,7 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str, 
         from slurm_hase.sim.metrics import compute
 
         result = run_sim(jobs, spec, table, config, progress=bar.update)
-        metrics = compute(result)
+        metrics = {**compute(result), "refused": refused_count(result)}
     meta = {"trace": str(setup.path), **{k: v for k, v in dataclasses.asdict(setup).items() if k != "path"},
             "policy": policy, "knobs": config.knobs, "predictor": predictor, "interval_s": interval,
             "refresh_s": config.refresh_s,

@@ -82,12 +82,26 @@ def canonical_type(name: str, where: str) -> str:
 
 def uniform_cluster(gpus_by_type: Mapping[str, int], gpus_per_node: int = 4,
                     shares: Mapping[str, float] | None = None,
-                    billing: Mapping[str, float] | None = None) -> ClusterSpec:
-    """A cluster with `gpus_by_type[t]` GPUs of each type, `gpus_per_node` per node."""
+                    billing: Mapping[str, float] | None = None,
+                    where: str = "gpus") -> ClusterSpec:
+    """A cluster with `gpus_by_type[t]` GPUs of each type, `gpus_per_node` per node.
+
+    ConfigError, naming the entry as `where TYPE=N`, for an unknown type, a count that is not
+    a positive integer, or a type given twice (e.g. as v100 and V100)."""
+    if not gpus_by_type:
+        raise ConfigError(f"{where}: no GPU types given")
     nodes: list[NodeSpec] = []
+    seen: dict[str, str] = {}
     for raw, total in gpus_by_type.items():
-        t = canonical_type(raw, f"gpu type {raw!r}")
-        full, rest = divmod(int(total), gpus_per_node)
+        entry = f"{where} '{raw}={total}'"
+        t = canonical_type(raw, entry)
+        if t in seen:
+            raise ConfigError(f"{entry}: GPU type {t} given twice (also as {seen[t]!r})")
+        seen[t] = raw
+        count = int(total)
+        if count != total or count <= 0:
+            raise ConfigError(f"{entry}: the GPU count must be a positive integer")
+        full, rest = divmod(count, gpus_per_node)
         sizes = [gpus_per_node] * full + ([rest] if rest else [])
         for i, g in enumerate(sizes, start=1):
             nodes.append(NodeSpec(f"{t}-{i}", t, g, (t,), ("gpu",)))

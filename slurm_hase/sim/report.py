@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,12 +13,14 @@ from typing import Any
 import numpy as np
 
 from slurm_hase.daemon.state import RuntimeEstimator
-from slurm_hase.errors import ConfigError
+from slurm_hase.errors import ConfigError, DataError
+from slurm_hase.policy.common import parse_features
 from slurm_hase.sim.cluster import ClusterSpec
 from slurm_hase.sim.engine import SimConfig, SimResult, simulate
 from slurm_hase.sim.metrics import compute, job_rows
 from slurm_hase.sim.throughput import ThroughputTable, load_throughputs
 from slurm_hase.sim.traces import TraceJob, load_trace, scale_to_load, tile, window
+from slurm_hase.slurm.types import JobState
 
 DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 TRACE_ALIASES = {
@@ -78,12 +81,95 @@ def prepare_trace(setup: TraceSetup, table: ThroughputTable, spec: ClusterSpec) 
     the cluster's v100-equivalent GPUs."""
     rng = np.random.default_rng(setup.seed)
     jobs = load_trace(setup.path, table, rng, setup.kind)
+    if not jobs:
+        raise DataError(f"{setup.path}: the trace has no jobs")
+    if setup.start >= len(jobs):
+        raise ConfigError(f"start {setup.start}: past the end of {setup.path} "
+                          f"({len(jobs)} jobs, numbered from 0)")
     jobs = window(jobs, setup.start, setup.count)
     if setup.tile_to:
         jobs = tile(jobs, setup.tile_to)
     if setup.load:
         jobs = scale_to_load(jobs, capacity(spec, table), setup.load)
     return jobs
+
+
+def check_speeds(spec: ClusterSpec, table: ThroughputTable) -> None:
+    """ConfigError when a GPU type of `spec` has no measured speeds in `table`: no job could
+    ever run on it, so the cluster could not be simulated as meant."""
+    missing = [t for t in spec.gpus_by_type if not table.isolated.get(t)]
+    if missing:
+        raise ConfigError(
+            f"cluster GPU type(s) {', '.join(missing)}: no measured speeds, so no job could run "
+            f"on them; the simulator's speed table (Gavel's measured throughputs) has "
+            f"{', '.join(table.gpu_types)} only")
+
+
+REFUSED_TYPES = "ask only for GPU types the cluster does not have"
+REFUSED_SPEED = "have no measured speed for their workload on the GPU types they may use"
+REFUSED_SIZE = "need more GPUs than the cluster has of any GPU type they may use"
+
+
+def refusals(jobs: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable) -> dict[str, int]:
+    """Jobs that can never start on `spec`, counted by reason ({} if none).
+
+    The test is SimCluster.add's, which cancels such a job at submission, as sbatch refuses
+    it: no GPU type that the job's constraint allows has a measured speed for its workload
+    and at least as many GPUs as it needs."""
+    totals = spec.gpus_by_type
+    by_feature: dict[str, set[str]] = {}
+    for node in spec.nodes:
+        for feature in node.features:
+            by_feature.setdefault(feature, set()).add(node.gpu_type)
+    memo: dict[tuple[str, int, int, tuple[str, ...], str | None], str | None] = {}
+    out: dict[str, int] = {}
+    for tj in jobs:
+        need = 1 if tj.gpu_fraction < 1.0 else tj.num_gpus
+        key = (tj.workload, tj.num_gpus, need, tj.constraint, tj.pinned)
+        if key not in memo:
+            memo[key] = _refusal(tj, need, totals, by_feature, table)
+        reason = memo[key]
+        if reason is not None:
+            out[reason] = out.get(reason, 0) + 1
+    return out
+
+
+def _refusal(tj: TraceJob, need: int, totals: Mapping[str, int],
+             by_feature: Mapping[str, set[str]], table: ThroughputTable) -> str | None:
+    """Why `tj` can never start (one of the REFUSED_* reasons), None if it can."""
+    terms = parse_features("|".join(tj.constraint))
+    allowed = set(totals) if not terms else set().union(*(by_feature.get(t, set()) for t in terms))
+    if tj.pinned:
+        allowed &= {tj.pinned}
+    if not allowed:
+        return REFUSED_TYPES
+    runtime = table.runtimes(tj.workload, tj.num_gpus, 1.0, tuple(sorted(allowed)))
+    measured = [t for t in allowed if math.isfinite(runtime[t])]
+    if not measured:
+        return REFUSED_SPEED
+    return None if any(totals[t] >= need for t in measured) else REFUSED_SIZE
+
+
+def check_runnable(jobs: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable) -> dict[str, int]:
+    """refusals(); ConfigError when no job of `jobs` can ever run on `spec`."""
+    refused = refusals(jobs, spec, table)
+    if jobs and sum(refused.values()) == len(jobs):
+        cluster = ", ".join(f"{t}={n}" for t, n in spec.gpus_by_type.items())
+        raise ConfigError(
+            f"none of the {len(jobs)} jobs can run on this cluster (GPUs: {cluster}): "
+            f"{describe_refusals(refused)}; the speed table has measured speeds for "
+            f"{', '.join(table.gpu_types)}")
+    return refused
+
+
+def describe_refusals(refused: Mapping[str, int]) -> str:
+    """"3 need more GPUs than ...; 1 ask only for ..." (largest count first)."""
+    return "; ".join(f"{n} {why}" for why, n in sorted(refused.items(), key=lambda kv: -kv[1]))
+
+
+def refused_count(result: SimResult) -> int:
+    """Jobs the simulated Slurm refused at submission (cancelled, never started)."""
+    return sum(1 for j in result.jobs if j.state is JobState.CANCELLED and j.first_start < 0)
 
 
 def run(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable, config: SimConfig,
