@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -178,9 +179,11 @@ def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
 
         records = parse_sacct_json(Path(sacct_json).read_text())
     else:
+        from slurm_hase.cli.slurm_env import check_slurm_conf
         from slurm_hase.slurm.command_backend import CommandBackend
         from slurm_hase.slurm.runner import SubprocessRunner
 
+        check_slurm_conf(os.environ)
         records = CommandBackend(SubprocessRunner()).accounting(since=since)
     got = harvest(records)
     skipped = ", ".join(f"{k}: {v}" for k, v in sorted(got.skipped.items())) or "none"

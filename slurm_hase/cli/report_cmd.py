@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,12 +13,14 @@ from typing import Any
 
 import click
 
+from slurm_hase.cli.slurm_env import check_slurm_conf
 from slurm_hase.errors import ConfigError, SlurmError
 from slurm_hase.reports.fairness import FairnessReport, fairness_report
 from slurm_hase.reports.format import fairness_table, usage_table
-from slurm_hase.reports.weights import catalog_weights, parse_weights
-from slurm_hase.reports.window import window
-from slurm_hase.slurm.types import AccountingRecord
+from slurm_hase.reports.queue import with_queue
+from slurm_hase.reports.weights import catalog_weights, check_weights, parse_weights
+from slurm_hase.reports.window import to_epoch, window
+from slurm_hase.slurm.types import AccountingRecord, Job
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,7 @@ class Inputs:
     records: list[AccountingRecord]
     shares: dict[str, float] | None
     node_types: dict[str, str]
+    queue: list[Job] | None = None  # squeue's jobs (live mode), for "pending now"
 
 
 def _backend() -> Any:
@@ -38,6 +42,7 @@ def _backend() -> Any:
 
 
 def _live(since: str, until: str) -> Inputs:
+    check_slurm_conf(os.environ)
     backend = _backend()
     records = backend.accounting(since=since, until=until)
     try:
@@ -49,7 +54,13 @@ def _live(since: str, until: str) -> Inputs:
                       if len([t for t in n.gpus if t]) == 1}
     except SlurmError:
         node_types = {}
-    return Inputs(list(records), shares, node_types)
+    try:
+        queue: list[Job] | None = list(backend.jobs())
+    except SlurmError as exc:
+        click.echo(f"hase: warning: squeue failed ({exc}); pending jobs counted from sacct, "
+                   "which leaves out held ones", err=True)
+        queue = None
+    return Inputs(list(records), shares, node_types, queue)
 
 
 def _from_file(path: Path) -> Inputs:
@@ -63,32 +74,44 @@ def _from_file(path: Path) -> Inputs:
 
 
 def _shares(text: str) -> dict[str, float]:
-    try:
-        return parse_weights(text)
-    except ConfigError:
-        raise ConfigError(f"bad --shares {text!r}: expected ACCOUNT=NUMBER,...") from None
+    """--shares a=2,b=1; ConfigError names the bad item (shares are numbers >= 0)."""
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        try:
+            parse_weights(item)
+        except ConfigError:
+            raise ConfigError(f"bad --shares item {item!r} in {text!r}: "
+                              "expected ACCOUNT=NUMBER (>= 0), e.g. teama=2") from None
+    return parse_weights(text)
 
 
 def build_report(since: str, until: str, accounts: str, weights: str, shares: str | None,
                  input_path: Path | None, now: float | None = None) -> FairnessReport:
     """Fetch records, filter by account, derive weights, compute the report."""
+    share_map = _shares(shares) if shares else None
+    weight_map = None if weights in ("none", "catalog") else parse_weights(weights)
     inputs = _from_file(input_path) if input_path else _live(since, until)
+    at = time.time() if now is None else now
+    found = inputs.records
+    if inputs.queue is not None:
+        found = with_queue(found, inputs.queue, to_epoch(until, at))
     wanted = {a.strip() for a in accounts.split(",") if a.strip()}
-    records = [r for r in inputs.records if not wanted or r.account in wanted]
-    share_map = _shares(shares) if shares else inputs.shares
+    records = [r for r in found if not wanted or r.account in wanted]
+    if share_map is None:
+        share_map = inputs.shares
     if share_map is not None and wanted:
         share_map = {a: v for a, v in share_map.items() if a in wanted}
-    clip = window(since, until, time.time() if now is None else now) if not input_path else None
+    clip = window(since, until, at) if not input_path else None
 
     def make(w: dict[str, float] | None) -> FairnessReport:
         return fairness_report(records, speed_weights=w, shares=share_map,
                                node_types=inputs.node_types, window=clip)
 
+    types = make(None).gpu_types
     if weights == "none":
-        return make(None)
-    if weights == "catalog":
-        return make(catalog_weights(make(None).gpu_types))
-    return make(parse_weights(weights))
+        return make(dict.fromkeys(types, 1.0))
+    if weight_map is None:
+        return make(catalog_weights(types))
+    return make(check_weights(weight_map, types))
 
 
 def _options(func: Callable[..., None]) -> Callable[..., None]:
@@ -98,7 +121,8 @@ def _options(func: Callable[..., None]) -> Callable[..., None]:
         click.option("--until", default="now", show_default=True, help="Window end (sacct -E)."),
         click.option("--account", "accounts", default="", help="Only these accounts (comma list)."),
         click.option("--weights", default="catalog", show_default=True,
-                     help="Speed weights: catalog (FP16 peak vs fastest), none, or a100=1,t4=0.2."),
+                     help="Speed weights: catalog (FP16 peak vs fastest), none (all 1), or "
+                          "a100=1,t4=0.2 (GPU catalog names or types in the data; types not given weigh 1)."),
         click.option("--shares", default=None,
                      help="Entitlements ACCOUNT=SHARES,... (default: sacctmgr fairshare)."),
         click.option("--input", "input_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -130,11 +154,11 @@ def report() -> None:
 @_options
 def usage_cmd(since: str, until: str, accounts: str, weights: str, shares: str | None,
               input_path: Path | None, as_json: bool, plot_path: Path | None) -> None:
-    """GPU-hours by GPU type per account and user, jobs, mean queue wait."""
+    """GPU-hours by GPU type per account and user; jobs, pending now, never started, mean wait."""
     rep = build_report(since, until, accounts, weights, shares, input_path)
     full = rep.as_dict()
-    data = {k: full[k] for k in ("window", "gpu_types", "speed_weights", "total_gpu_hours",
-                                 "total_norm_gpu_hours", "accounts", "users")}
+    data = {k: full[k] for k in ("window", "gpu_types", "speed_weights", "defaulted_weights",
+                                 "total_gpu_hours", "total_norm_gpu_hours", "accounts", "users")}
     _emit(rep, usage_table(rep), data, as_json, plot_path)
 
 
@@ -144,4 +168,6 @@ def fairness_cmd(since: str, until: str, accounts: str, weights: str, shares: st
                  input_path: Path | None, as_json: bool, plot_path: Path | None) -> None:
     """Share of normalised GPU-hours vs entitlement per account, Jain's fairness index."""
     rep = build_report(since, until, accounts, weights, shares, input_path)
+    for warning in rep.warnings:
+        click.echo(f"hase: warning: {warning}", err=True)
     _emit(rep, fairness_table(rep), rep.as_dict(), as_json, plot_path)

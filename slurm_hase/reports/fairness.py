@@ -11,11 +11,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from slurm_hase.errors import ConfigError
 from slurm_hase.slurm.tres import mps_from_tres
-from slurm_hase.slurm.types import AccountingRecord
+from slurm_hase.slurm.types import AccountingRecord, JobState
 
 UNTYPED = "untyped"  # GPUs allocated without a type
 MPS_UNKNOWN = "mps"  # MPS share on a node whose GPU type is unknown
+BY_RATIO = "share/entitlement"
+BY_HOURS = "normalised GPU-hours"
+_RUNNING = frozenset({JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING})
 
 
 def job_gpus(rec: AccountingRecord, node_types: Mapping[str, str] | None = None,
@@ -30,6 +34,17 @@ def job_gpus(rec: AccountingRecord, node_types: Mapping[str, str] | None = None,
         key = (node_types or {}).get(rec.nodes, MPS_UNKNOWN)
         out[key] = out.get(key, 0.0) + mps / float(mps_per_gpu)
     return out
+
+
+def started(rec: AccountingRecord) -> bool:
+    """Whether the job ever ran: it runs now, or it has a start time and ran or got nodes.
+
+    Slurm gives a job cancelled while pending a start time equal to its end time (or none),
+    no nodes and 0 s elapsed; such a job never started.
+    """
+    if rec.state in _RUNNING:
+        return True
+    return rec.start_time is not None and (rec.elapsed_s > 0 or bool(rec.nodes) or bool(rec.alloc_gpus))
 
 
 def run_seconds(rec: AccountingRecord, window: tuple[int, int] | None = None) -> float:
@@ -70,13 +85,14 @@ class UsageRow:
     account: str
     user: str | None = None
     jobs: int = 0
-    pending: int = 0
+    pending_now: int = 0  # state PENDING
+    never_started: int = 0  # ended (cancelled, failed...) without ever running
     gpu_hours: dict[str, float] = field(default_factory=dict)  # by GPU type
     norm_gpu_hours: float = 0.0
     share: float = 0.0  # of all normalised GPU-hours in the report
     entitlement: float | None = None  # normalised sacctmgr shares (accounts only)
     ratio: float | None = None  # share / entitlement
-    mean_wait_s: float | None = None  # submit -> start, over started jobs
+    mean_wait_s: float | None = None  # submit -> start, over jobs that started
     _waits: list[float] = field(default_factory=list, repr=False)
 
     @property
@@ -106,8 +122,10 @@ class FairnessReport:
     total_gpu_hours: float
     total_norm_gpu_hours: float
     jain_index: float | None
-    jain_basis: str  # "share/entitlement" or "normalised GPU-hours"
+    jain_basis: str  # BY_RATIO or BY_HOURS
     window: tuple[int, int] | None = None
+    defaulted_weights: list[str] = field(default_factory=list)  # types weighed 1.0 for lack of a weight
+    warnings: list[str] = field(default_factory=list)  # e.g. why Jain's index fell back to BY_HOURS
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready view."""
@@ -115,25 +133,48 @@ class FairnessReport:
             "window": list(self.window) if self.window else None,
             "gpu_types": self.gpu_types,
             "speed_weights": self.speed_weights,
+            "defaulted_weights": self.defaulted_weights,
             "total_gpu_hours": round(self.total_gpu_hours, 6),
             "total_norm_gpu_hours": round(self.total_norm_gpu_hours, 6),
             "jain_index": None if self.jain_index is None else round(self.jain_index, 6),
             "jain_basis": self.jain_basis,
             "accounts": [r.as_dict() for r in self.accounts],
             "users": [r.as_dict() for r in self.users],
+            "warnings": self.warnings,
         }
 
 
 def _add(row: UsageRow, rec: AccountingRecord, hours: Mapping[str, float],
          weights: Mapping[str, float]) -> None:
     row.jobs += 1
-    if rec.start_time is None:
-        row.pending += 1
-    elif rec.submit_time is not None:
+    if rec.state is JobState.PENDING:
+        row.pending_now += 1
+    elif not started(rec):
+        row.never_started += 1
+    elif rec.submit_time is not None and rec.start_time is not None:
         row._waits.append(float(max(rec.start_time - rec.submit_time, 0)))
     for gpu_type, h in hours.items():
         row.gpu_hours[gpu_type] = row.gpu_hours.get(gpu_type, 0.0) + h
         row.norm_gpu_hours += h * weights.get(gpu_type, 1.0)
+
+
+def _entitlements(accounts: Mapping[str, UsageRow], shares: Mapping[str, float]) -> list[str]:
+    """Set entitlement and ratio on each account row; warnings when no account is entitled."""
+    bad = sorted(a for a, v in shares.items() if v < 0)
+    if bad:
+        raise ConfigError(f"negative share for account {bad[0]!r}: {shares[bad[0]]:g} (shares must be >= 0)")
+    share_total = sum(shares.values())
+    for row in accounts.values():
+        row.entitlement = shares.get(row.account, 0.0) / share_total if share_total else 0.0
+        row.ratio = row.share / row.entitlement if row.entitlement else None
+    if not accounts or any(row.entitlement for row in accounts.values()):
+        return []
+    given = ", ".join(f"{a}={v:g}" for a, v in sorted(shares.items())) or "none"
+    have = ", ".join(sorted(accounts))
+    problem = ("the shares match no account in the report" if not set(shares) & set(accounts)
+               else "no account in the report has a positive share")
+    return [f"{problem} (shares: {given}; accounts with jobs: {have}); "
+            f"Jain's index uses {BY_HOURS} instead"]
 
 
 def fairness_report(
@@ -145,9 +186,11 @@ def fairness_report(
     window: tuple[int, int] | None = None,
     mps_per_gpu: int = 100,
 ) -> FairnessReport:
-    """Build the report. speed_weights: GPU type -> relative speed (missing = 1.0).
-    shares: account -> raw fair-share (sacctmgr); accounts missing from it get entitlement 0
-    and stay out of Jain's index, which is taken over accounts with jobs in the records."""
+    """Build the report. speed_weights: GPU type -> relative speed (missing = 1.0, listed in
+    defaulted_weights). shares: account -> raw fair-share (sacctmgr, >= 0, else ConfigError);
+    accounts missing from it get entitlement 0 and stay out of Jain's index, which is taken over
+    accounts with jobs in the records; when none of them is entitled it falls back to
+    normalised GPU-hours, with a warning."""
     recs = list(records)
     weights = dict(speed_weights or {})
     types_by_node = {**guess_node_types(recs), **(node_types or {})}
@@ -161,19 +204,15 @@ def fairness_report(
         _add(acct, rec, hours, weights)
         _add(user, rec, hours, weights)
     total_norm = sum(r.norm_gpu_hours for r in accounts.values())
-    share_total = sum(v for v in (shares or {}).values() if v > 0)
     for row in [*accounts.values(), *users.values()]:
         row.share = row.norm_gpu_hours / total_norm if total_norm > 0 else 0.0
         row.mean_wait_s = sum(row._waits) / len(row._waits) if row._waits else None
-    for row in accounts.values():
-        if shares is not None:
-            row.entitlement = max(shares.get(row.account, 0.0), 0.0) / share_total if share_total else 0.0
-            row.ratio = row.share / row.entitlement if row.entitlement else None
-    if shares is not None:
-        basis = "share/entitlement"
+    warnings = _entitlements(accounts, shares) if shares is not None else []
+    if shares is not None and not warnings:
+        basis = BY_RATIO
         values = [r.ratio for r in accounts.values() if r.ratio is not None]
     else:
-        basis = "normalised GPU-hours"
+        basis = BY_HOURS
         values = [r.norm_gpu_hours for r in accounts.values()]
     types = sorted({t for r in accounts.values() for t in r.gpu_hours})
     return FairnessReport(
@@ -186,4 +225,6 @@ def fairness_report(
         jain_index=jain_index(values),
         jain_basis=basis,
         window=window,
+        defaulted_weights=[t for t in types if t not in weights],
+        warnings=warnings,
     )

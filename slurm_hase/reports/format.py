@@ -25,21 +25,32 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
+def weights_note(report: FairnessReport) -> str:
+    """"weights a100=1, t4=0.21; no weight given, counted as 1: mps"."""
+    given = ", ".join(f"{t}={w:g}" for t, w in report.speed_weights.items()
+                      if t not in report.defaulted_weights) or "-"
+    note = f"weights {given}"
+    if report.defaulted_weights:
+        note += f"; no weight given, counted as 1: {', '.join(report.defaulted_weights)}"
+    return note
+
+
 def usage_table(report: FairnessReport) -> str:
-    """GPU-hours by type per account and per user, jobs, pending, mean wait."""
+    """GPU-hours by type per account and per user; jobs, pending now, never started, mean wait."""
     types = report.gpu_types
-    header = ["account/user", "jobs", "pend", *[f"{t} h" for t in types], "GPU h", "norm h", "wait"]
+    header = ["account/user", "jobs", "pending", "unstarted", *[f"{t} h" for t in types], "GPU h",
+              "norm h", "wait"]
     rows: list[list[str]] = []
     for acct in report.accounts:
         members = [u for u in report.users if u.account == acct.account]
         for row, label in [(acct, acct.account), *((u, f"  {u.user}") for u in members)]:
-            rows.append([label, str(row.jobs), str(row.pending),
+            rows.append([label, str(row.jobs), str(row.pending_now), str(row.never_started),
                          *[f"{row.gpu_hours.get(t, 0.0):.3f}" for t in types],
                          f"{row.total_gpu_hours:.3f}", f"{row.norm_gpu_hours:.3f}", _wait(row)])
     lines = _table(header, rows)
-    weights = ", ".join(f"{t}={w:g}" for t, w in report.speed_weights.items()) or "-"
-    lines += ["", f"total {report.total_gpu_hours:.3f} GPU-hours, "
-                  f"{report.total_norm_gpu_hours:.3f} normalised (weights {weights})"]
+    lines += ["", "pending: PENDING now; unstarted: ended (cancelled, failed...) without running",
+              f"total {report.total_gpu_hours:.3f} GPU-hours, "
+              f"{report.total_norm_gpu_hours:.3f} normalised ({weights_note(report)})"]
     return "\n".join(lines)
 
 
@@ -50,5 +61,6 @@ def fairness_table(report: FairnessReport) -> str:
              "-" if r.ratio is None else f"{r.ratio:.2f}", _wait(r)] for r in report.accounts]
     lines = _table(header, rows)
     jain = "-" if report.jain_index is None else f"{report.jain_index:.3f}"
-    lines += ["", f"Jain's fairness index over accounts ({report.jain_basis}): {jain}"]
+    lines += ["", f"normalised GPU-hours: {weights_note(report)}",
+              f"Jain's fairness index over accounts ({report.jain_basis}): {jain}"]
     return "\n".join(lines)

@@ -6,7 +6,7 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from slurm_hase.errors import OptionalDependencyError
+from slurm_hase.errors import ConfigError, OptionalDependencyError
 from slurm_hase.reports.fairness import FairnessReport
 
 
@@ -22,8 +22,26 @@ def _pyplot() -> Any:
 
 
 def plot_report(report: FairnessReport, path: Path) -> Path:
-    """Stacked GPU-hours by type per account, with share vs entitlement markers."""
+    """Stacked GPU-hours by type per account, with share vs entitlement markers.
+
+    ConfigError names the path when it cannot be written (no such folder, no permission,
+    a format matplotlib does not know).
+    """
     plt = _pyplot()
+    fig = _draw(plt, report)
+    try:
+        fig.savefig(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot write --plot {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # unknown format, e.g. --plot chart.xyz
+        raise ConfigError(f"cannot write --plot {path}: {exc}") from None
+    finally:
+        plt.close(fig)
+    return path
+
+
+def _draw(plt: Any, report: FairnessReport) -> Any:
+    """The figure: GPU-hours by type (left), share vs entitlement (right)."""
     names = [r.account for r in report.accounts]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     bottom = [0.0] * len(names)
@@ -43,6 +61,4 @@ def plot_report(report: FairnessReport, path: Path) -> Path:
     right.set_title(f"Jain index {jain}")
     right.legend()
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return fig

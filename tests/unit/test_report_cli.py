@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from slurm_hase.cli import report_cmd
 from slurm_hase.cli.main import cli
-from slurm_hase.errors import OptionalDependencyError, SlurmCommandError
-from slurm_hase.slurm.types import AccountingRecord, JobState, Node
+from slurm_hase.errors import ConfigError, OptionalDependencyError, SlurmCommandError
+from slurm_hase.slurm.types import AccountingRecord, Job, JobState, Node
 
 
 @pytest.fixture()
@@ -29,9 +29,9 @@ def test_usage_table(capture: Path) -> None:
     res = _invoke("usage", "--input", str(capture), "--weights", "none")
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
-    assert lines[0].split() == ["account/user", "jobs", "pend", "a100", "h", "t4", "h", "v100", "h",
-                                "GPU", "h", "norm", "h", "wait"]
-    assert lines[2].split()[:3] == ["teama", "6", "1"]
+    assert lines[0].split() == ["account/user", "jobs", "pending", "unstarted", "a100", "h", "t4", "h",
+                                "v100", "h", "GPU", "h", "norm", "h", "wait"]
+    assert lines[2].split()[:4] == ["teama", "6", "1", "0"]  # the pending array, nothing cancelled
     assert any(ln.split()[:1] == ["root"] for ln in lines)
 
 
@@ -102,6 +102,9 @@ class FakeBackend:
     def nodes(self) -> list[Node]:
         return [Node("t4-1", "IDLE", gpus={"t4": 4})]
 
+    def jobs(self) -> list[Job]:
+        return []
+
 
 def test_live_mode_uses_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     backend = FakeBackend()
@@ -113,3 +116,72 @@ def test_live_mode_uses_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     assert data["accounts"][0]["gpu_hours"] == {"t4": 0.0}  # clipped: the job ran in 1970
     res = _invoke("usage", "--since", "bogus", "--json", "--weights", "none")
     assert json.loads(res.output)["accounts"][0]["gpu_hours"] == {"t4": 0.5}
+
+
+@pytest.mark.parametrize("command", ["usage", "fairness"])
+def test_plot_to_missing_folder_names_the_path(command: str, capture: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    from slurm_hase.cli.main import main
+
+    target = tmp_path / "no-such-dir" / "u.png"
+    res = _invoke(command, "--input", str(capture), "--plot", str(target))
+    assert isinstance(res.exception, ConfigError)
+    with pytest.raises(SystemExit) as exc:
+        main(["report", command, "--input", str(capture), "--plot", str(target)])
+    assert exc.value.code == 2
+    out = capsys.readouterr()
+    assert out.err == f"hase: error: cannot write --plot {target}: No such file or directory\n"
+    assert out.out == ""  # no table printed before the failure, and no traceback
+    res = _invoke(command, "--input", str(capture), "--plot", str(tmp_path / "u.nonesuch"))
+    assert isinstance(res.exception, ConfigError) and "u.nonesuch" in str(res.exception)
+    assert "is not supported" in str(res.exception)
+
+
+def test_unknown_weight_type_suggests_catalog_names(capture: Path) -> None:
+    res = _invoke("usage", "--input", str(capture), "--weights", "a100=1,x200=0.5")
+    assert isinstance(res.exception, ConfigError)
+    msg = str(res.exception)
+    assert msg.startswith("bad --weights: unknown GPU type 'x200'; did you mean h200")
+    assert msg.endswith("(GPU types in the report: a100, t4, v100)")
+
+
+def test_defaulted_weights_are_named(capture: Path) -> None:
+    res = _invoke("usage", "--input", str(capture), "--weights", "A100=1,t4=0.5,h100=3,mps=0.1")
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[-1].endswith(
+        "(weights a100=1, t4=0.5; no weight given, counted as 1: v100)")
+    data = json.loads(_invoke("usage", "--input", str(capture), "--weights", "a100=1", "--json").output)
+    assert data["speed_weights"] == {"a100": 1.0, "t4": 1.0, "v100": 1.0}
+    assert data["defaulted_weights"] == ["t4", "v100"]
+    for weights in ("none", "catalog"):
+        data = json.loads(_invoke("usage", "--input", str(capture), "--weights", weights, "--json").output)
+        assert data["defaulted_weights"] == []
+    res = _invoke("fairness", "--input", str(capture), "--weights", "a100=1,v100=0.5")
+    assert "normalised GPU-hours: weights a100=1, v100=0.5; no weight given, counted as 1: t4" in res.output
+
+
+@pytest.mark.parametrize("shares, problem", [
+    ("teamz=1", "the shares match no account in the report (shares: teamz=1; "),
+    ("teama=0,teamb=0", "no account in the report has a positive share (shares: teama=0, teamb=0; "),
+])
+def test_shares_entitling_no_account_fall_back_to_hours(capture: Path, shares: str, problem: str) -> None:
+    plain = json.loads(_invoke("fairness", "--input", str(capture), "--json").output)
+    res = _invoke("fairness", "--input", str(capture), "--shares", shares, "--json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["jain_basis"] == "normalised GPU-hours"
+    assert data["jain_index"] == plain["jain_index"] and 0.5 < data["jain_index"] < 1.0
+    warning = f"hase: warning: {problem}accounts with jobs: teama, teamb); " \
+              "Jain's index uses normalised GPU-hours instead\n"
+    assert res.stderr == warning
+    assert data["warnings"] == [warning.removeprefix("hase: warning: ").rstrip()]
+    res = _invoke("fairness", "--input", str(capture), "--shares", shares)
+    assert res.stdout.splitlines()[-1] == f"Jain's fairness index over accounts (normalised GPU-hours): " \
+                                          f"{plain['jain_index']:.3f}"
+
+
+def test_negative_share_is_refused(capture: Path) -> None:
+    res = _invoke("fairness", "--input", str(capture), "--shares", "teama=2,teamb=-1")
+    assert isinstance(res.exception, ConfigError)
+    assert str(res.exception).startswith("bad --shares item 'teamb=-1' in 'teama=2,teamb=-1': ")

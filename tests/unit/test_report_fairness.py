@@ -14,7 +14,7 @@ from slurm_hase.reports.fairness import (
     job_gpus,
     run_seconds,
 )
-from slurm_hase.reports.weights import catalog_weights, parse_weights
+from slurm_hase.reports.weights import catalog_weights, check_weights, parse_weights
 from slurm_hase.reports.window import to_epoch, window
 from slurm_hase.slurm.types import AccountingRecord, JobState
 
@@ -60,7 +60,7 @@ def test_hours_by_type_normalised_and_shares() -> None:
     ratios = [a.ratio, b.ratio]
     assert rep.jain_index == pytest.approx(sum(ratios) ** 2 / (2 * sum(r * r for r in ratios)))
     assert rep.jain_basis == "share/entitlement"
-    assert (b.jobs, b.pending, b.mean_wait_s) == (2, 1, 100.0)
+    assert (b.jobs, b.pending_now, b.never_started, b.mean_wait_s) == (2, 1, 0, 100.0)
     assert a.mean_wait_s == 10.0
     assert [(u.account, u.user) for u in rep.users] == [("a", "alice"), ("a", "bob"), ("b", "carol")]
     assert rep.users[1].gpu_hours == {"t4": pytest.approx(2.0)}
@@ -124,8 +124,11 @@ def test_weights_parsing_and_catalog() -> None:
         with pytest.raises(ConfigError, match="bad weight"):
             parse_weights(bad)
     w = catalog_weights(["a100", "t4", "nonesuch"])
-    assert w["nonesuch"] == 1.0
+    assert "nonesuch" not in w  # left to the report, which weighs it 1 and says so
     assert 0 < w["t4"] < w["a100"] <= 1.0
+    rep = fairness_report([rec("1", "a", "u", {"a100": 1}, 3600), rec("2", "a", "u", {"nonesuch": 1}, 3600)],
+                          speed_weights=w)
+    assert rep.speed_weights["nonesuch"] == 1.0 and rep.defaulted_weights == ["nonesuch"]
 
 
 @pytest.mark.parametrize("version", ["22.05", "24.11"])
@@ -143,8 +146,38 @@ def test_real_sacct_captures(shared_data: Path, version: str) -> None:
     if version == "24.11":  # plus the running run-a100 / run-mps (2 s so far) and run-v100 (2x2 s)
         teama_a100 += (1 + 0.5) * 2 / 3600
         assert by["teamb"].gpu_hours["v100"] == pytest.approx(4 / 3600)
-        assert (by["teamb"].jobs, by["teamb"].pending) == (5, 3)
+        assert (by["teamb"].jobs, by["teamb"].pending_now, by["teamb"].never_started) == (5, 3, 0)
     assert by["teama"].gpu_hours["a100"] == pytest.approx(teama_a100)
     assert by["teamb"].gpu_hours["t4"] == pytest.approx(teamb_t4)
     assert by["teama"].mean_wait_s is not None and by["teama"].mean_wait_s >= 1.0
     assert rep.jain_index is not None and 0.5 <= rep.jain_index < 1.0
+
+
+def test_shares_that_entitle_no_account_fall_back_to_normalised_hours() -> None:
+    records = [rec("1", "a", "u", {"v100": 1}, 3600), rec("2", "b", "u", {"v100": 3}, 3600)]
+    by_hours = fairness_report(records)
+    assert by_hours.jain_index == pytest.approx(16 / 20) and by_hours.warnings == []
+    for shares in ({"z": 1.0}, {"a": 0.0, "b": 0.0}, {"a": 0.0, "z": 2.0}, {}):
+        rep = fairness_report(records, shares=shares)
+        assert rep.jain_basis == "normalised GPU-hours", shares
+        assert rep.jain_index == pytest.approx(16 / 20)
+        assert [r.entitlement for r in rep.accounts] == [0.0, 0.0]
+        assert len(rep.warnings) == 1 and "accounts with jobs: a, b" in rep.warnings[0]
+    assert fairness_report(records, shares={"z": 1}).warnings[0].startswith("the shares match no account")
+    assert fairness_report(records, shares={"a": 0, "z": 1}).warnings[0].startswith(
+        "no account in the report has a positive share")
+    rep = fairness_report(records, shares={"a": 1, "z": 1})  # one entitled account is enough
+    assert rep.jain_basis == "share/entitlement" and rep.warnings == []
+    with pytest.raises(ConfigError, match="negative share for account 'b': -1"):
+        fairness_report(records, shares={"a": 1, "b": -1})
+
+
+def test_check_weights_against_data_and_catalog() -> None:
+    data = ["a100", "site-gpu", "untyped"]
+    assert check_weights({"site-gpu": 0.3, "a100": 1, "mps": 0.2}, data) == {
+        "site-gpu": 0.3, "a100": 1.0, "mps": 0.2}  # in the data, or the report's own labels
+    assert check_weights({"A100-SXM4-40GB": 0.9, "h100": 3}, data) == {"a100": 0.9}  # same catalog GPU
+    assert check_weights({"A100": 0.9, "a100": 1}, data) == {"a100": 1.0}  # its own weight wins
+    with pytest.raises(ConfigError, match=r"unknown GPU type 'x200'; did you mean h200.*\(GPU types in the "
+                                          r"report: a100, site-gpu, untyped\)"):
+        check_weights({"a100": 1, "x200": 0.5}, data)

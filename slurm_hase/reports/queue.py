@@ -1,0 +1,37 @@
+"""Pending jobs from squeue, for the report's "pending now" count (sacct misses some)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from slurm_hase.slurm.types import AccountingRecord, Job, JobState
+
+
+def _job_id(job: Job) -> str:
+    """squeue's id in sacct's spelling: a pending array is ``11_[1-3]``, one task ``11_2``."""
+    if job.array_job_id and job.array_task_id:
+        task = job.array_task_id
+        return f"{job.array_job_id}_{task if task.isdigit() else f'[{task}]'}"
+    return job.job_id
+
+
+def pending_record(job: Job) -> AccountingRecord:
+    """A pending squeue job as a sacct-like record (no start, no allocation)."""
+    return AccountingRecord(
+        job_id=_job_id(job), name=job.name, account=job.account, user=job.user,
+        state=JobState.PENDING, partition=job.partition, submit_time=job.submit_time,
+        constraints=job.features, comment=job.comment,
+    )
+
+
+def with_queue(records: Sequence[AccountingRecord], jobs: Iterable[Job],
+               until: int | None = None) -> list[AccountingRecord]:
+    """sacct's records with its PENDING ones replaced by squeue's pending jobs.
+
+    squeue is what pends now: sacct leaves out held jobs (no eligible time) and Slurm 22.05's
+    sacct can lack every job still in the queue. With ``until`` (epoch), jobs submitted after it
+    are left out.
+    """
+    queued = [pending_record(j) for j in jobs if j.state is JobState.PENDING
+              and (until is None or j.submit_time is None or j.submit_time <= until)]
+    return [r for r in records if r.state is not JobState.PENDING] + queued
