@@ -152,26 +152,36 @@ def run(argv: Sequence[str], io: Io, deps: Deps) -> int:
             return 1
     try:
         header = parse_header(text, label) if text is not None else Header()
-        desc = _describe(hopts, header, label)
+        req = None
+        if hopts.descriptor_file is not None or header.hase or hopts.pairs:
+            from slurm_hase.hsbatch.request import build_request  # described jobs only
+
+            req = build_request(sc, io.env, header.directives)
+        desc = _describe(hopts, header, label, req.gpus if req is not None else None, io)
         comment = desc.to_comment() if desc is not None else None
     except DescriptorError as exc:
         io.err.write(f"hsbatch: error: {exc}; nothing submitted\n")
         return exc.exit_code
     for lineno in header.late_hase:
         io.err.write(f"{WARN}{label} line {lineno}: #HASE after the first command is ignored\n")
-    extra = _additions(sc, hopts, header, desc, comment, io, deps) if desc is not None else []
+    extra = (_additions(sc, hopts, header, req, desc, comment, io, deps)
+             if desc is not None and req is not None else [])
     if desc is None and hopts.explain:
         io.err.write("hsbatch: no workload description; the scheduler will describe this job "
                      "by its history (same user and job name)\n")
     return _sbatch(deps, [*extra, *sb_argv], stdin_text, io)
 
 
-def _describe(hopts: HaseOptions, header: Header, label: str) -> WorkloadDescriptor | None:
+def _describe(hopts: HaseOptions, header: Header, label: str, job_gpus: int | None,
+              io: Io) -> WorkloadDescriptor | None:
+    """The description from its sources; its GPU count defaults to the job's GPU request."""
     if hopts.descriptor_file is None and not header.hase and not hopts.pairs:
         return None
     from slurm_hase.hsbatch import describe
 
     sources = describe.Sources()
+    if job_gpus is not None and job_gpus > 1:  # lowest precedence: any gpus= given wins
+        sources.add_source([describe.Entry("gpus", job_gpus, "the job's GPU request")])
     if hopts.descriptor_file is not None:
         sources.add_source(describe.file_entries(hopts.descriptor_file))
     sources.add_source(describe.script_entries(header.hase, label))
@@ -179,6 +189,10 @@ def _describe(hopts: HaseOptions, header: Header, label: str) -> WorkloadDescrip
     if not sources:
         return None
     desc = sources.build()
+    said = sources.where("gpus")
+    if job_gpus is not None and said != "the job's GPU request" and desc.num_gpus != job_gpus:
+        io.err.write(f"{WARN}{said or 'the description'} says gpus={desc.num_gpus} but the job "
+                     f"asks for {job_gpus} GPU(s); predictions are for {desc.num_gpus}\n")
     from slurm_hase.predict.models import fill
 
     try:
@@ -190,14 +204,12 @@ def _describe(hopts: HaseOptions, header: Header, label: str) -> WorkloadDescrip
 
 
 def _additions(
-    sc: Scan, hopts: HaseOptions, header: Header, desc: WorkloadDescriptor, comment: str | None,
-    io: Io, deps: Deps,
+    sc: Scan, hopts: HaseOptions, header: Header, req: Request, desc: WorkloadDescriptor,
+    comment: str | None, io: Io, deps: Deps,
 ) -> list[str]:
     """Arguments to put before the user's; [] on any failure (with one warning line)."""
     from slurm_hase.hsbatch import plan
-    from slurm_hase.hsbatch.request import build_request
 
-    req = build_request(sc, io.env, header.directives)
     test_only = sc.has("test-only")
     constrain = plan.may_constrain(req, test_only=test_only, het=sc.het or header.het,
                                    enabled=not hopts.no_constraint)

@@ -22,6 +22,7 @@ ENV_NAMES: dict[str, str] = {
     "partition": "SBATCH_PARTITION",
     "time": "SBATCH_TIMELIMIT",
     "clusters": "SBATCH_CLUSTERS",
+    "nodes": "SBATCH_NODES",
 }
 
 
@@ -36,6 +37,7 @@ class Request(NamedTuple):
     partitions: tuple[str, ...] = ()  # () = the default partition
     time_limit_s: int | None = None
     requeue: bool | None = None  # --requeue / --no-requeue as sbatch will see it (None = unset)
+    gpus: int | None = None  # GPUs the job asks for in all, where that is plain (gpu_count)
 
     @property
     def wants_gpus(self) -> bool:
@@ -86,7 +88,41 @@ def build_request(
         partitions=tuple(p for p in partition.split(",") if p),
         time_limit_s=parse_time_limit(effective("time", cli, env, script)),
         requeue=requeue_choice(cli, env, script),
+        gpus=gpu_count(cli, env, script),
     )
+
+
+def gpu_count(cli: Scan, env: Mapping[str, str], script: Scan) -> int | None:
+    """The job's GPUs in all when the request says it plainly: one node (no --nodes, or 1) and
+    exactly one of --gpus, --gpus-per-node, --gres=gpu[:type]:N. None otherwise (per-task or
+    per-socket GPUs, several nodes, MPS shares, counts that are not numbers)."""
+    nodes = effective("nodes", cli, env, script)
+    if nodes not in (None, "", "1", "1-1"):
+        return None
+    given = {n: v for n in GPU_OPTIONS if (v := effective(n, cli, env, script))}
+    if len(given) != 1:
+        return None
+    name, value = next(iter(given.items()))
+    if name not in ("gpus", "gpus-per-node", "gres"):
+        return None
+    total = 0
+    for item in value.split(","):
+        parts = re.sub(r"\(.*?\)", "", item.strip()).split(":")
+        if name == "gres":
+            if parts and parts[0] == "gres":
+                parts = parts[1:]
+            if not parts or parts[0] != "gpu":
+                if parts and parts[0] == "mps":
+                    return None
+                continue
+            parts = parts[1:] or ["1"]
+            if len(parts) == 1 and _count(parts[0]) < 0:
+                parts = [parts[0], "1"]  # gpu:a100 = one GPU of that type
+        n = _count(parts[-1])
+        if n <= 0:
+            return None
+        total += n
+    return total or None
 
 
 def requeue_choice(cli: Scan, env: Mapping[str, str], script: Scan) -> bool | None:

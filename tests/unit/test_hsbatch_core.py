@@ -362,3 +362,20 @@ def test_descriptor_file_forms(tmp_path: Path, text: str, fragment: str | None) 
             model="resnet50", batch_size=64, iterations=100)
     else:
         assert r.code == 2 and r.calls == [] and fragment in r.err
+
+
+@pytest.mark.parametrize(("sbatch_line", "hase_line", "want_gpus", "warns"), [
+    ("#SBATCH --gres=gpu:4\n", "#HASE model=resnet50\n", 4, False),  # taken from the request
+    ("#SBATCH --gpus=2\n", "#HASE model=resnet50 gpus=2\n", 2, False),
+    ("#SBATCH --gpus=1\n", "#HASE model=resnet50 gpus=2\n", 2, True),  # the description wins
+    ("#SBATCH -N 2 --gpus-per-node=4\n", "#HASE model=resnet50\n", 1, False),  # not plain
+    ("#SBATCH --gres=gpu:1\n", "#HASE model=resnet50\n", 1, False),
+])
+def test_gpu_count_from_the_request(tmp_path: Path, sbatch_line: str, hase_line: str,
+                                    want_gpus: int, warns: bool) -> None:
+    r = hsbatch([script(tmp_path, sbatch_line + hase_line)])
+    (argv, _), = r.calls
+    comment = next(a for a in argv if a.startswith("--comment="))
+    desc = WorkloadDescriptor.from_comment(comment.removeprefix("--comment="))
+    assert desc is not None and desc.num_gpus == want_gpus
+    assert ("says gpus=2 but the job asks for 1 GPU" in r.err) == warns
