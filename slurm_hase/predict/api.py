@@ -45,6 +45,12 @@ def regime(desc: WorkloadDescriptor) -> str:
     return f"{desc.precision}/{desc.mode}"
 
 
+def _signature(spec: GpuSpec) -> tuple[Any, ...]:
+    """The catalog figures the model sees (two types with equal signatures are the same chip)."""
+    return (spec.generation, spec.compute_capability, spec.memory_gb, spec.mem_bw_gbs, spec.sms,
+            spec.fp32_tflops, spec.fp16_tflops, spec.tensor_tflops)
+
+
 @dataclass(frozen=True)
 class Prediction:
     """Predicted iteration time (s) of one job on one GPU type; runtime when iterations known."""
@@ -76,6 +82,7 @@ class Predictor:
     _cf_models: frozenset[str] = field(default=frozenset(), repr=False)  # model keys the completion knows
     _trees: dict[str, list[Tree]] = field(default_factory=dict, repr=False)
     _bulk: dict[str, Any] = field(default_factory=dict, repr=False)
+    _twins: dict[tuple[Any, ...], str] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         for q in ("p50", "p90"):
@@ -93,6 +100,17 @@ class Predictor:
         self._known_gpus = frozenset(g for gs in self.known.values() for g in gs)
         self._cf_models = frozenset(k.partition("|")[0] for c in (self.completion, self.completion_multi)
                                     if c is not None for k in c.rows)
+
+    def twin(self, spec: GpuSpec) -> GpuSpec:
+        """A GPU type without training data whose catalog figures equal a measured type's (A100
+        PCIe 40 GB beside A100 SXM 40 GB) is predicted as that type, so identical hardware gets
+        identical predictions; any other spec is returned as it is."""
+        if spec.key in self._known_gpus:
+            return spec
+        if self._twins is None:
+            self._twins = {_signature(resolve_gpu(g)): g for g in sorted(self._known_gpus)}
+        measured = self._twins.get(_signature(spec))
+        return spec if measured is None else resolve_gpu(measured)
 
     def extrapolation(self, desc: WorkloadDescriptor) -> str | None:
         """Why a prediction for `desc` is an extrapolation beyond the training data, or None
@@ -170,8 +188,9 @@ class Predictor:
         cf = (wkey, context_key(desc.corunner_gflops, desc.num_gpus), mkey) if wkey is not None else None
         for name in gpu_types:
             spec = resolve_gpu(name)
-            p50, p90 = self._one(job, spec, desc.precision, self.unseen(mkey), cf, desc)
-            p50 *= self.factor(mkey, spec.key)
+            look = self.twin(spec)
+            p50, p90 = self._one(job, look, desc.precision, self.unseen(mkey), cf, desc)
+            p50 *= self.factor(mkey, look.key)
             p90 = max(p90, p50)  # a quantile above the median, calibration included
             it = desc.iterations
             out[name] = Prediction(
@@ -241,7 +260,7 @@ class Predictor:
         Identical workloads are evaluated once (job traces repeat model/batch combinations)."""
         import numpy as np
 
-        specs = [resolve_gpu(g) for g in gpu_types]
+        specs = [self.twin(resolve_gpu(g)) for g in gpu_types]
         n, k = len(descs), len(specs)
         if n == 0 or k == 0:
             return np.zeros((n, k))

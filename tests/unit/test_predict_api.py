@@ -59,15 +59,17 @@ def test_numpy_trees_match_pure_python() -> None:
     from slurm_hase.predict.features import feature_matrix
 
     pred = load_predictor()
-    x, base = feature_matrix([RESNET], [resolve_gpu(g) for g in gpu_keys()])
+    # a type without training data but with a measured twin is predicted as the twin
+    looks = [pred.twin(resolve_gpu(g)).key for g in gpu_keys()]
+    x, base = feature_matrix([RESNET], [resolve_gpu(g) for g in looks])
     from slurm_hase.predict.keys import model_key
 
     mk = model_key(RESNET)
-    scale = np.asarray([pred.factor(mk, g) for g in gpu_keys()])  # per-level calibration
+    scale = np.asarray([pred.factor(mk, g) for g in looks])  # per-level calibration
     s50 = predict_np(pred._trees["p50"], x)
     # the collaborative-filtering completion blended in where it knows the workload
     row = pred.cf_row(RESNET, mk)
-    shift = np.asarray([pred.cf_shift(row, "", mk, g, float(s)) for g, s in zip(gpu_keys(), s50, strict=True)])
+    shift = np.asarray([pred.cf_shift(row, "", mk, g, float(s)) for g, s in zip(looks, s50, strict=True)])
     via_np = scale * np.exp(base + s50 + shift)
     single = pred.predict(RESNET, gpu_keys())
     assert list(via_np) == pytest.approx([single[g].iter_time_p50 for g in gpu_keys()], rel=1e-9)
@@ -134,3 +136,15 @@ def test_extrapolation_is_named() -> None:
     old = predictor_from_json(model_to_json(pred))  # a copy: load_predictor() is shared
     old.meta.pop("regimes")  # a model trained before regimes were recorded never says
     assert old.extrapolation(WorkloadDescriptor(model="resnet50", precision="fp16")) is None
+
+
+def test_identical_hardware_gets_identical_predictions() -> None:
+    """A100 PCIe 40 GB has no training rows but the catalog figures of the measured A100 SXM 40 GB:
+    it is predicted as that type, by predict() and predict_many() alike."""
+    pred = load_predictor()
+    out = pred.predict(RESNET, ["a100", "a100pcie", "a100m80"])
+    assert out["a100pcie"].iter_time_p50 == out["a100"].iter_time_p50
+    assert out["a100pcie"].gpu_type == "a100pcie"
+    assert out["a100m80"].iter_time_p50 != out["a100"].iter_time_p50  # another chip: its own
+    bulk = pred.predict_many([RESNET], ["a100", "a100pcie"])
+    assert bulk[0, 0] == bulk[0, 1] == pytest.approx(out["a100"].iter_time_p50, rel=1e-9)
