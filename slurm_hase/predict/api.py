@@ -115,11 +115,16 @@ class Predictor:
     def extrapolation(self, desc: WorkloadDescriptor) -> str | None:
         """Why a prediction for `desc` is an extrapolation beyond the training data, or None
         (models trained before regimes were recorded never say)."""
+        why = []
         seen = self.meta.get("regimes")
-        if not isinstance(seen, list) or regime(desc) in seen:
+        if isinstance(seen, list) and regime(desc) not in seen:
+            why.append(f"no {desc.precision} {desc.mode} measurements (it has {', '.join(seen)})")
+        if self.known and model_key(desc) not in self.known:
+            why.append(f"no measurements of {desc.model or 'this workload'} (predicted from its "
+                       "FLOPs and size)")
+        if not why:
             return None
-        return (f"the model has no {desc.precision} {desc.mode} measurements "
-                f"(it has {', '.join(seen)}): this prediction is an extrapolation")
+        return f"the model has {' and '.join(why)}: this prediction is an extrapolation"
 
     # ---- calibration ----------------------------------------------------------------------
     def level(self, model_key: str, gpu_key: str) -> str:

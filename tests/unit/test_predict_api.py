@@ -133,6 +133,8 @@ def test_extrapolation_is_named() -> None:
     assert pred.extrapolation(RESNET) is None
     why = pred.extrapolation(WorkloadDescriptor(model="resnet50", batch_size=64, precision="fp16"))
     assert why is not None and "no fp16 train measurements" in why
+    unseen = pred.extrapolation(WorkloadDescriptor(model="gpt2", batch_size=8))
+    assert unseen is not None and "no measurements of gpt2" in unseen
     old = predictor_from_json(model_to_json(pred))  # a copy: load_predictor() is shared
     old.meta.pop("regimes")  # a model trained before regimes were recorded never says
     assert old.extrapolation(WorkloadDescriptor(model="resnet50", precision="fp16")) is None
