@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from slurm_hase.daemon.state import JobEstimate
@@ -103,6 +104,11 @@ class DescriptorEstimator:
             return None
         if desc is None:
             return None
+        gpu = job.gpu
+        if desc.num_gpus == 1 and gpu is not None and not gpu.mps and gpu.count > 1:
+            # a description without gpus= (older hsbatch, or a comment written by hand) is for
+            # the GPUs the job asks for (per node: one node assumed, squeue has no node count)
+            desc = replace(desc, num_gpus=gpu.count)
         keyed = {t: k for t in gpu_types if (k := self._type_key(t)) is not None}
         if not keyed:
             return None

@@ -105,3 +105,31 @@ def test_cache_is_bounded() -> None:
     for i in range(50):
         est.estimate(job(GOOD, jid=str(i)), ["a100"])
     assert len(est._cache) == 10
+
+
+class RecordingPredictor(CountingPredictor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gpus: list[int] = []
+
+    def predict(self, desc: WorkloadDescriptor, gpu_types: Sequence[str]) -> dict[str, Pred]:
+        self.gpus.append(desc.num_gpus)
+        return super().predict(desc, gpu_types)
+
+
+@pytest.mark.parametrize(("comment_gpus", "asked", "predicted_for"), [
+    (1, GpuRequest(4, None, "job"), 4),  # no gpus= in the description: the job's request
+    (1, GpuRequest(2, "a100", "node"), 2),
+    (2, GpuRequest(4, None, "job"), 2),  # the description says so: kept
+    (1, GpuRequest(0, None, "node", mps=50), 1),  # an MPS share is one GPU's fraction
+    (1, GpuRequest(1, None, "job"), 1),
+])
+def test_gpu_count_defaults_to_the_request(comment_gpus: int, asked: GpuRequest,
+                                           predicted_for: int) -> None:
+    pred = RecordingPredictor()
+    comment = WorkloadDescriptor(model="resnet50", batch_size=64, iterations=100,
+                                 num_gpus=comment_gpus).to_comment()
+    j = Job(job_id="9", name="j", user="u", account="a", partition="gpu",
+            state=JobState.PENDING, comment=comment, gpu=asked)
+    assert DescriptorEstimator(pred, resolve=resolve).estimate(j, ["a100"]) is not None
+    assert pred.gpus == [predicted_for]
