@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 import click
 
+from slurm_hase.errors import ClusterError
 from slurm_hase.slurm.localcluster.manager import LocalCluster
 from slurm_hase.slurm.localcluster.paths import cluster_paths
 from slurm_hase.slurm.localcluster.spec import load_spec
@@ -80,5 +82,11 @@ def status(spec_path: str | None, root: str | None, as_json: bool) -> None:
 @cluster.command()
 @dir_option
 def env(root: str | None) -> None:
-    """Print the export line for SLURM_CONF (use: eval "$(hase cluster env)")."""
-    click.echo(f"export SLURM_CONF={cluster_paths(root).slurm_conf}")
+    """Print the export line for SLURM_CONF (use: eval "$(hase cluster env)"); exit 1 when
+    there is no cluster there (its slurm.conf is missing)."""
+    paths = cluster_paths(root)
+    if not paths.slurm_conf.is_file():
+        where = f" --dir {shlex.quote(str(paths.root))}" if root else ""
+        raise ClusterError(f"no cluster at {paths.root}: {paths.slurm_conf} does not exist; "
+                           f"start one with 'hase cluster up{where}'")
+    click.echo(f"export SLURM_CONF={shlex.quote(str(paths.slurm_conf))}")

@@ -8,8 +8,16 @@ from pathlib import Path
 
 import click
 
+from slurm_hase.errors import ConfigError
 from slurm_hase.mps import probe as probe_mod
-from slurm_hase.mps.render import FAILURE_POLICIES, MpsConfig, write_scripts
+from slurm_hase.mps.render import FAILURE_POLICIES, MpsConfig, MpsConfigError, write_scripts
+
+# MpsConfig field -> the `hase gpu mps render` option that sets it (errors name the option)
+RENDER_OPTIONS = {
+    "pipe_dir": "--pipe-dir", "log_dir": "--log-dir", "on_failure": "--on-failure",
+    "mps_control": "--mps-control", "log_file": "--log-file", "syslog": "--no-syslog",
+    "start_timeout_s": "--start-timeout", "keep_logs": "--keep-logs/--drop-logs",
+}
 
 
 @click.group(name="gpu")
@@ -64,12 +72,17 @@ def mps() -> None:
 @click.option("--no-syslog", is_flag=True, help="Do not send log lines to syslog (logger).")
 @click.option("--start-timeout", "start_timeout_s", type=int, default=MpsConfig.start_timeout_s,
               show_default=True, help="Seconds to wait for the MPS control pipe.")
+@click.option("--keep-logs/--drop-logs", default=MpsConfig.keep_logs, show_default=True,
+              help="Whether the epilog keeps the job's MPS log directory.")
 def render_cmd(out_dir: Path, on_failure: str, pipe_dir: str, log_dir: str, mps_control: str,
-               log_file: str, no_syslog: bool, start_timeout_s: int) -> None:
+               log_file: str, no_syslog: bool, start_timeout_s: int, keep_logs: bool) -> None:
     """Render the MPS prolog/epilog scripts for slurm.conf Prolog=/Epilog=."""
-    config = MpsConfig(pipe_dir=pipe_dir, log_dir=log_dir, on_failure=on_failure,
-                       mps_control=mps_control, log_file=log_file, syslog=not no_syslog,
-                       start_timeout_s=start_timeout_s)
+    try:
+        config = MpsConfig(pipe_dir=pipe_dir, log_dir=log_dir, on_failure=on_failure,
+                           mps_control=mps_control, log_file=log_file, syslog=not no_syslog,
+                           start_timeout_s=start_timeout_s, keep_logs=keep_logs)
+    except MpsConfigError as exc:
+        raise ConfigError(exc.worded(RENDER_OPTIONS)) from None
     for kind, path in write_scripts(config, out_dir).items():
         click.echo(f"{kind}: {path}")
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import posixpath
 import shlex
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import jinja2
@@ -15,6 +16,38 @@ from slurm_hase.errors import ConfigError
 
 TEMPLATES = {"prolog": "mps-prolog.sh.j2", "epilog": "mps-epilog.sh.j2"}
 FAILURE_POLICIES = ("drain", "ignore")
+
+
+class MpsConfigError(ConfigError):
+    """A bad MpsConfig setting. The message names settings through placeholders, so that a
+    front end can name its own options (`--pipe-dir`) instead of the fields (`pipe_dir`)."""
+
+    def __init__(self, template: str, names: Mapping[str, str], **values: object) -> None:
+        self.template = template
+        self.names = dict(names)  # placeholder in template -> MpsConfig field
+        self.values = values  # other placeholders -> values (never parsed as a template)
+        super().__init__(self.worded())
+
+    @property
+    def settings(self) -> tuple[str, ...]:
+        """The MpsConfig fields the message names."""
+        return tuple(self.names.values())
+
+    def worded(self, spelling: Mapping[str, str] | None = None) -> str:
+        """The message, each field spelt `spelling[field]` (default: the field name)."""
+        spelling = spelling or {}
+        named = {ph: spelling.get(field, field) for ph, field in self.names.items()}
+        return self.template.format(**named, **self.values)
+
+
+def _bad(field: str, problem: str, **values: object) -> MpsConfigError:
+    """An error about one field: "{field} <problem>"."""
+    return MpsConfigError("{field} " + problem, {"field": field}, **values)
+
+
+def _normal_dir(path: str) -> str:
+    """"/tmp//a/./b/" -> "/tmp/a/b" (lexically, without touching this host's files)."""
+    return "/" + posixpath.normpath(path).lstrip("/")
 
 
 @dataclass(frozen=True)
@@ -31,36 +64,57 @@ class MpsConfig:
     keep_logs: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("pipe_dir", "log_dir"):
-            value = getattr(self, name)
-            if not value.startswith("/") or value.rstrip("/") == "":
-                raise ConfigError(f"mps.{name} must be an absolute directory, not {value!r}")
-        if self.log_file and not self.log_file.startswith("/"):
-            raise ConfigError(f"mps.log_file must be an absolute path, not {self.log_file!r}")
-        if self.on_failure not in FAILURE_POLICIES:
-            raise ConfigError(
-                f"mps.on_failure must be one of {', '.join(FAILURE_POLICIES)}, not {self.on_failure!r}"
-            )
-        if not self.mps_control.strip():
-            raise ConfigError("mps.mps_control must name the nvidia-cuda-mps-control binary")
-        if not 1 <= self.start_timeout_s <= 600:
-            raise ConfigError(f"mps.start_timeout_s must be 1..600, not {self.start_timeout_s}")
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, str) and any(c in value for c in "\n\r\0"):
-                raise ConfigError(f"mps.{f.name} must be a single line")
+                raise _bad(f.name, "must be a single line, not {value!r}", value=value)
+        for name in ("pipe_dir", "log_dir"):
+            value = getattr(self, name)
+            if not value.startswith("/") or _normal_dir(value) == "/":
+                raise _bad(name, "must be an absolute directory other than /, not {value!r}",
+                           value=value)
+        self._check_dirs_apart()
+        if self.log_file and not self.log_file.startswith("/"):
+            raise _bad("log_file", "must be an absolute path, not {value!r}", value=self.log_file)
+        if self.on_failure not in FAILURE_POLICIES:
+            raise _bad("on_failure", "must be one of {choices}, not {value!r}",
+                       choices=", ".join(FAILURE_POLICIES), value=self.on_failure)
+        if not self.mps_control.strip():
+            raise _bad("mps_control", "must name the nvidia-cuda-mps-control binary, not {value!r}",
+                       value=self.mps_control)
+        if not 1 <= self.start_timeout_s <= 600:
+            raise _bad("start_timeout_s", "must be 1..600 seconds, not {value}",
+                       value=self.start_timeout_s)
+
+    def _check_dirs_apart(self) -> None:
+        """The epilog deletes each job's pipe directory: the log directory must lie elsewhere."""
+        pipe, log = PurePosixPath(_normal_dir(self.pipe_dir)), PurePosixPath(_normal_dir(self.log_dir))
+        if pipe == log:
+            relation = "is the same directory as"
+        elif log.is_relative_to(pipe):
+            relation = "is inside"
+        elif pipe.is_relative_to(log):
+            relation = "contains"
+        else:
+            return
+        raise MpsConfigError(
+            "{log} {log_value!r} " + relation + " {pipe} {pipe_value!r}: the epilog deletes each"
+            " job's pipe directory, and the logs must outlive it; give {log} and {pipe}"
+            " directories that do not overlap",
+            {"log": "log_dir", "pipe": "pipe_dir"}, log_value=self.log_dir, pipe_value=self.pipe_dir)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> MpsConfig:
-        """Build from a config dict (e.g. the [mps] table); unknown keys are an error."""
+        """Build from a config dict: ConfigError for unknown keys, MpsConfigError for bad values."""
         known = {f.name: f.type for f in fields(cls)}
         unknown = sorted(set(data) - set(known))
         if unknown:
-            raise ConfigError(f"unknown mps config key(s): {', '.join(unknown)}")
+            raise ConfigError(f"unknown MPS setting(s) {', '.join(unknown)}; "
+                              f"known: {', '.join(known)}")
         for key, value in data.items():
             want: type = bool if known[key] == "bool" else int if known[key] == "int" else str
             if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-                raise ConfigError(f"mps.{key} must be {want.__name__}, not {value!r}")
+                raise _bad(key, "must be {want}, not {value!r}", want=want.__name__, value=value)
         return cls(**dict(data))
 
 
@@ -100,12 +154,20 @@ def render(kind: str, config: MpsConfig, template_dir: Path | None = None) -> st
 def write_scripts(
     config: MpsConfig, out_dir: Path, template_dir: Path | None = None
 ) -> dict[str, Path]:
-    """Render both scripts into out_dir as hase-mps-{prolog,epilog}.sh (mode 0755)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Render both scripts into out_dir as hase-mps-{prolog,epilog}.sh (mode 0755).
+
+    ConfigError names the path when it cannot be written (no permission, a file in the way).
+    """
+    texts = {kind: render(kind, config, template_dir) for kind in TEMPLATES}
     written: dict[str, Path] = {}
-    for kind in TEMPLATES:
-        path = out_dir / f"hase-mps-{kind}.sh"
-        path.write_text(render(kind, config, template_dir))
-        path.chmod(0o755)
-        written[kind] = path
+    path = out_dir
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for kind, text in texts.items():
+            path = out_dir / f"hase-mps-{kind}.sh"
+            path.write_text(text)
+            path.chmod(0o755)
+            written[kind] = path
+    except OSError as exc:
+        raise ConfigError(f"cannot write {exc.filename or path}: {exc.strerror or exc}") from None
     return written

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from slurm_hase.errors import ConfigError
-from slurm_hase.mps.render import MpsConfig, render, write_scripts
+from slurm_hase.mps.render import MpsConfig, MpsConfigError, render, write_scripts
 
 FAKE_MPS = r"""#!/bin/bash
 # fake nvidia-cuda-mps-control: records argv, stdin and the pipe dir, one line per call
@@ -115,8 +115,18 @@ def test_missing_control_binary(node: dict[str, Path], policy: str, rc: int) -> 
     proc = _run(scripts["prolog"], node, path="/usr/bin:/bin", SLURM_HASE_MPS="30")
     assert proc.returncode == rc
     assert "nvidia-cuda-mps-control not found" in proc.stderr
+    assert "hase gpu mps render --mps-control PATH" in proc.stderr  # the option that fixes it
+    assert "mps_control" not in proc.stderr
     assert f"failure policy {policy}" in proc.stderr
     assert _calls(node) == []
+
+
+def test_epilog_missing_control_binary_names_the_option(node: dict[str, Path]) -> None:
+    scripts = _scripts(node)
+    assert _run(scripts["prolog"], node, SLURM_HASE_MPS="30").returncode == 0
+    proc = _run(scripts["epilog"], node, path="/usr/bin:/bin")
+    assert proc.returncode == 1 and "cannot stop the MPS daemon" in proc.stderr
+    assert "hase gpu mps render --mps-control PATH" in proc.stderr
 
 
 @pytest.mark.parametrize(("policy", "rc"), [("drain", 1), ("ignore", 0)])
@@ -132,6 +142,7 @@ def test_daemon_that_never_opens_its_pipe(node: dict[str, Path]) -> None:
     proc = _run(scripts["prolog"], node, SLURM_HASE_MPS="30", FAKE_MPS_NO_PIPE="1")
     assert proc.returncode == 1
     assert "did not open" in proc.stderr and "within 1s" in proc.stderr
+    assert "--start-timeout SECONDS" in proc.stderr
     assert len(_calls(node)) == 1  # -d only, no start_server
 
 
@@ -156,13 +167,67 @@ def test_epilog_drops_logs_when_asked(node: dict[str, Path]) -> None:
     assert not (node["log"] / "4242").exists()
 
 
-@pytest.mark.parametrize("data", [
-    {"on_failure": "reboot"}, {"pipe_dir": "relative"}, {"bogus": 1},
-    {"start_timeout_s": "10"}, {"syslog": "yes"}, {"log_file": "x\ny"}, {"start_timeout_s": 0},
+@pytest.mark.parametrize(("data", "message"), [
+    ({"on_failure": "reboot"}, "on_failure must be one of drain, ignore, not 'reboot'"),
+    ({"pipe_dir": "relative"}, "pipe_dir must be an absolute directory other than /, not 'relative'"),
+    ({"log_dir": "/tmp/../"}, "log_dir must be an absolute directory other than /, not '/tmp/../'"),
+    ({"start_timeout_s": "10"}, "start_timeout_s must be int, not '10'"),
+    ({"syslog": "yes"}, "syslog must be bool, not 'yes'"),
+    ({"log_file": "x\ny"}, "log_file must be a single line, not 'x\\ny'"),
+    ({"start_timeout_s": 0}, "start_timeout_s must be 1..600 seconds, not 0"),
+    ({"mps_control": ""}, "mps_control must name the nvidia-cuda-mps-control binary, not ''"),
 ])
-def test_bad_config_is_typed_error(data: dict[str, object]) -> None:
-    with pytest.raises(ConfigError, match="mps"):
+def test_bad_config_names_the_key(data: dict[str, object], message: str) -> None:
+    with pytest.raises(MpsConfigError) as err:
         MpsConfig.from_mapping(data)
+    assert str(err.value) == message
+    assert isinstance(err.value, ConfigError) and err.value.settings == tuple(data)
+
+
+def test_unknown_key_is_typed_error() -> None:
+    with pytest.raises(ConfigError, match=r"unknown MPS setting\(s\) bogus; known: pipe_dir, "):
+        MpsConfig.from_mapping({"bogus": 1})
+
+
+@pytest.mark.parametrize(("pipe", "log", "relation"), [
+    ("/tmp/hase-mps", "/tmp/hase-mps", "is the same directory as"),
+    ("/tmp/hase-mps", "/tmp/hase-mps/", "is the same directory as"),
+    ("/tmp/hase-mps", "//tmp/./hase-mps", "is the same directory as"),
+    ("/tmp/hase-mps", "/tmp/hase-mps/logs", "is inside"),
+    ("/tmp/hase-mps", "/tmp/x/../hase-mps/logs", "is inside"),
+    ("/tmp/hase-mps/pipes", "/tmp/hase-mps", "contains"),
+    ("/tmp/hase-mps", "/tmp", "contains"),
+])
+def test_overlapping_pipe_and_log_dirs_refused(pipe: str, log: str, relation: str) -> None:
+    with pytest.raises(MpsConfigError) as err:
+        MpsConfig.from_mapping({"pipe_dir": pipe, "log_dir": log})
+    assert str(err.value).startswith(f"log_dir {log!r} {relation} pipe_dir {pipe!r}: ")
+    assert set(err.value.settings) == {"pipe_dir", "log_dir"}
+    worded = err.value.worded({"pipe_dir": "--pipe-dir", "log_dir": "--log-dir"})
+    assert worded.startswith(f"--log-dir {log!r} {relation} --pipe-dir {pipe!r}: ")
+    assert "pipe_dir" not in worded and "log_dir" not in worded
+
+
+@pytest.mark.parametrize(("pipe", "log"), [
+    ("/tmp/hase-mps", "/tmp/hase-mps-log"),  # the defaults: a common prefix is not nesting
+    ("/run/hase/pipes", "/run/hase/logs"),
+])
+def test_separate_dirs_accepted(pipe: str, log: str) -> None:
+    assert MpsConfig(pipe_dir=pipe, log_dir=log).log_dir == log
+
+
+def test_message_values_are_not_templates() -> None:
+    with pytest.raises(MpsConfigError, match=r"not 'rel/\{log_dir\}'"):
+        MpsConfig(pipe_dir="rel/{log_dir}")
+
+
+def test_logs_survive_the_epilog_with_keep_logs(node: dict[str, Path]) -> None:
+    """What the overlap check protects: the job's logs outlive the epilog."""
+    scripts = _scripts(node)
+    assert _run(scripts["prolog"], node, SLURM_HASE_MPS="30").returncode == 0
+    (node["log"] / "4242" / "control.log").write_text("daemon log\n")
+    assert _run(scripts["epilog"], node).returncode == 0
+    assert (node["log"] / "4242" / "control.log").read_text() == "daemon log\n"
 
 
 def test_config_from_mapping_ok() -> None:

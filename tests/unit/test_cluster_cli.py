@@ -1,0 +1,62 @@
+"""`hase cluster env`: prints SLURM_CONF only for a cluster that is there."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from slurm_hase.cli.main import main
+
+
+def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run the real entry point: (exit code, stdout, stderr)."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+        raise SystemExit(0)
+    out = capsys.readouterr()
+    code = exc.value.code
+    return (code if isinstance(code, int) else 1), out.out, out.err
+
+
+def _cluster(root: Path) -> Path:
+    conf = root / "etc" / "slurm.conf"
+    conf.parent.mkdir(parents=True)
+    conf.write_text("ClusterName=test\n")
+    return conf
+
+
+def test_env_without_cluster_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "nope"
+    code, out, err = _main(["cluster", "env", "--dir", str(root)], capsys)
+    assert (code, out) == (1, "")
+    assert err == (f"hase: error: no cluster at {root}: {root}/etc/slurm.conf does not exist; "
+                   f"start one with 'hase cluster up --dir {root}'\n")
+    # the same exit code as `hase cluster status` for a cluster that is not there
+    status_code, _, _ = _main(["cluster", "status", "--dir", str(root)], capsys)
+    assert status_code == code
+
+
+def test_env_without_cluster_from_environment(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HASE_CLUSTER_DIR", str(tmp_path))
+    code, out, err = _main(["cluster", "env"], capsys)
+    assert code == 1 and out == "" and f"{tmp_path}/etc/slurm.conf does not exist" in err
+    assert "hase cluster up" in err
+
+
+def test_env_prints_export_for_a_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    conf = _cluster(tmp_path)
+    code, out, err = _main(["cluster", "env", "--dir", str(tmp_path)], capsys)
+    assert (code, out, err) == (0, f"export SLURM_CONF={conf}\n", "")
+
+
+def test_env_output_survives_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    conf = _cluster(tmp_path / "a b$c")
+    code, out, _ = _main(["cluster", "env", "--dir", str(tmp_path / "a b$c")], capsys)
+    assert code == 0
+    shell = subprocess.run(["bash", "-c", f'eval {shlex.quote(out)}; printf %s "$SLURM_CONF"'],
+                           capture_output=True, text=True, check=True)
+    assert shell.stdout == str(conf)
