@@ -16,7 +16,7 @@ import click
 
 from slurm_hase.cli.slurm_env import check_slurm_conf
 from slurm_hase.daemon.config import DaemonConfig, load_config
-from slurm_hase.errors import SlurmError, StoreError
+from slurm_hase.errors import ConfigError, SlurmError, StoreError
 
 if TYPE_CHECKING:
     from slurm_hase.store.state import StateStore
@@ -56,6 +56,20 @@ def _backend() -> Any:
     from slurm_hase.slurm.runner import SubprocessRunner
 
     return CommandBackend(SubprocessRunner())
+
+
+def _preflight(backend: Any, cfg: DaemonConfig) -> None:
+    """Check the config against the cluster once: a `hase: warning:` line per warning,
+    ConfigError (exit 2) naming the fatal problems. Skipped (logged) when Slurm is away."""
+    from slurm_hase.daemon.preflight import run_preflight
+
+    problems = run_preflight(backend, cfg)
+    for p in problems:
+        if not p.fatal:
+            click.echo(f"hase: warning: {p}", err=True)
+    fatal = [str(p) for p in problems if p.fatal]
+    if fatal:
+        raise ConfigError("; ".join(fatal))
 
 
 @click.group(name="schedd")
@@ -106,6 +120,8 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
     if interval is not None:
         cfg = replace(cfg, interval_s=interval)
     setup_logging(cfg.log_format, cfg.log_level)
+    backend, clock = _backend(), WallClock()
+    _preflight(backend, cfg)
     policy = make_policy(cfg.policy, **cfg.knobs)
     predictor = load_predictor(cfg.model)
     store = StateStore(cfg.state_db)
@@ -115,7 +131,6 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
     metrics = Metrics()
     if cfg.metrics_port:
         serve_metrics(metrics, cfg.metrics_address, cfg.metrics_port)
-    backend, clock = _backend(), WallClock()
     history = CachedHistory(lambda: backend.accounting(since="now-30days"), clock.now)
     estimator = HistoryEstimator(DescriptorEstimator(predictor), history,
                                  predictor_speed(predictor))
