@@ -11,8 +11,28 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.core import ParameterSource
 
+from slurm_hase.errors import HaseError
+
 if TYPE_CHECKING:
     from slurm_hase.predict.api import Predictor
+    from slurm_hase.predict.dataset import Measurement
+
+
+class OutputFile(click.Path):
+    """A file the command writes: checked while the options are parsed, before any work starts
+    (not a folder, writable if it exists, its folder exists and is writable)."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, writable=True)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = super().convert(value, param, ctx)
+        folder = Path(os.fsdecode(path)).parent
+        if not folder.is_dir():
+            self.fail(f"{os.fsdecode(path)}: folder {str(folder)!r} does not exist", param, ctx)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            self.fail(f"{os.fsdecode(path)}: folder {str(folder)!r} is not writable", param, ctx)
+        return path
 
 
 @click.group(name="model")
@@ -23,8 +43,8 @@ def model() -> None:
 @model.command("train")
 @click.option("--data", "data", multiple=True, required=True, type=click.Path(dir_okay=False),
               help="Canonical measurement CSV (repeatable).")
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Model file to write.")
-@click.option("--registry", type=click.Path(dir_okay=False), default=None,
+@click.option("--out", required=True, type=OutputFile(), help="Model file to write.")
+@click.option("--registry", type=OutputFile(), default=None,
               help="SQLite file to record the model as a new version.")
 @click.option("--note", default="", help="Free text stored with the model.")
 def train_cmd(data: tuple[str, ...], out: str, registry: str | None, note: str) -> None:
@@ -32,6 +52,7 @@ def train_cmd(data: tuple[str, ...], out: str, registry: str | None, note: str) 
     from slurm_hase.predict.dataset import read_many
     from slurm_hase.predict.train import train
 
+    _check_registry(registry)
     rows = read_many(data)
     pred = train(rows, note=note)
     pairs = ""
@@ -50,17 +71,25 @@ def train_cmd(data: tuple[str, ...], out: str, registry: str | None, note: str) 
               help="Cross-validate with this split (retrains per fold).")
 @click.option("--model", "model_path", default=None,
               help="Score this model file ('shipped' = the packaged default) without retraining.")
-@click.option("--baseline/--no-baseline", default=True, help="Also run the HASE-style baseline.")
+@click.option("--baseline/--no-baseline", default=None,
+              help="With --split: also cross-validate the HASE-style baseline (default: on). "
+                   "Not with --model: the baseline is trained on the folds, a model file has none.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def evaluate_cmd(data: tuple[str, ...], split: str | None, model_path: str | None,
-                 baseline: bool, as_json: bool) -> None:
-    """MAPE overall and per GPU type / model."""
+                 baseline: bool | None, as_json: bool) -> None:
+    """MAPE overall and per GPU type / model.
+
+    --split cross-validates (ours and, unless --no-baseline, the HASE-style baseline, both
+    retrained per fold); --model scores one trained model as it is (no baseline)."""
     from slurm_hase.predict.dataset import read_many
     from slurm_hase.predict.evaluate import cross_validate, predict_rows, score
     from slurm_hase.predict.modelfile import load_predictor
 
     if (split is None) == (model_path is None):
         raise click.UsageError("give exactly one of --split (cross-validate) or --model (score a model)")
+    if model_path is not None and baseline:
+        raise click.UsageError("--baseline needs --split: the HASE baseline is trained on the folds, "
+                               "while --model scores a finished model as it is")
     rows = read_many(data)
     if model_path is not None:
         pred = load_predictor(None if model_path == "shipped" else model_path)
@@ -73,7 +102,7 @@ def evaluate_cmd(data: tuple[str, ...], split: str | None, model_path: str | Non
                 bar.length = total
                 bar.update(1)
 
-            scores = cross_validate(rows, split, baseline=baseline, on_fold=on_fold)
+            scores = cross_validate(rows, split, baseline=baseline is not False, on_fold=on_fold)
     if as_json:
         click.echo(json.dumps({k: v.as_dict() for k, v in scores.items()}, indent=1))
         return
@@ -160,19 +189,33 @@ def _dur(s: float | None) -> str:
 @model.command("refit")
 @click.option("--data", "data", multiple=True, required=True, type=click.Path(dir_okay=False),
               help="Base measurement CSV(s) the new model also trains on.")
-@click.option("--out", required=True, type=click.Path(dir_okay=False))
-@click.option("--registry", type=click.Path(dir_okay=False), default=None)
+@click.option("--out", required=True, type=OutputFile(), help="Model file to write.")
+@click.option("--registry", type=OutputFile(), default=None,
+              help="SQLite file to record the model as a new version.")
 @click.option("--since", default="now-30days", help="sacct window start.")
 @click.option("--sacct-json", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Read finished jobs from saved `sacct --json` output instead of running sacct.")
-@click.option("--save-rows", type=click.Path(dir_okay=False), default=None,
-              help="Also write the harvested site rows as canonical CSV.")
+@click.option("--save-rows", type=OutputFile(), default=None,
+              help="Also write the harvested site rows that were kept as canonical CSV.")
+@click.option("--model-file", default=None,
+              help="The model in use now, for the plausibility check (default: the shipped model).")
+@click.option("--max-ratio", type=click.FloatRange(min=1, min_open=True), default=10.0,  # refit.MAX_RATIO
+              show_default=True,
+              help="Skip a job whose measured iteration time is more than this many times off "
+                   "the model in use (either way): a sleep job or a wrong iteration count.")
 def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
-              sacct_json: str | None, save_rows: str | None) -> None:
-    """Add finished jobs' real runtimes (sacct + descriptor in the comment) and retrain."""
-    from slurm_hase.predict.dataset import read_many, write_csv
+              sacct_json: str | None, save_rows: str | None, model_file: str | None,
+              max_ratio: float) -> None:
+    """Add finished jobs' real runtimes (sacct + descriptor in the comment) and retrain.
+
+    Fails, leaving every output as it was, when no job gives a usable row."""
+    from slurm_hase.predict.dataset import read_many
+    from slurm_hase.predict.modelfile import load_predictor
     from slurm_hase.predict.refit import harvest, refit
 
+    _check_registry(registry)
+    reference = load_predictor(model_file)
+    base = read_many(data)
     records: list[Any]
     if sacct_json:
         from slurm_hase.slurm.parse_json_sacct import parse_sacct_json
@@ -185,24 +228,56 @@ def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
 
         check_slurm_conf(os.environ)
         records = CommandBackend(SubprocessRunner()).accounting(since=since)
-    got = harvest(records)
-    skipped = ", ".join(f"{k}: {v}" for k, v in sorted(got.skipped.items())) or "none"
-    click.echo(f"harvested {len(got.rows)} jobs from sacct (skipped {skipped})")
-    if save_rows:
-        write_csv(got.rows, save_rows)
-    pred = refit(read_many(data), got.rows)
-    _store(pred, out, registry, "refit", f"refit model -> {out}")
+    got = harvest(records, reference, max_ratio)
+    click.echo(f"harvested {len(got.rows)} jobs from sacct (skipped {got.skipped_text()})")
+    if got.worst is not None:
+        click.echo(f"hase: note: dropped {got.implausible} implausible row(s), more than {max_ratio:g}x "
+                   f"off the model in use; worst: {got.worst.describe()}", err=True)
+    got.require_rows()
+    pred = refit(base, got.rows)
+    _store(pred, out, registry, "refit", f"refit model -> {out}",
+           rows=(got.rows, save_rows) if save_rows else None)
 
 
-def _store(pred: Predictor, out: str, registry: str | None, note: str, msg: str) -> None:
-    """Save the model file, and a version in the registry when one is given; echo `msg`."""
-    from slurm_hase.predict.modelfile import save_model
-
-    save_model(pred, out)
+def _check_registry(registry: str | None) -> None:
+    """Refuse an existing file that is not a model registry before any work starts."""
     if registry:
         from slurm_hase.predict.registry import ModelRegistry
 
-        msg += f" (registry version {ModelRegistry(registry).save(pred, note=note)})"
+        ModelRegistry.check(registry)
+
+
+def _store(pred: Predictor, out: str, registry: str | None, note: str, msg: str,
+           rows: tuple[list[Measurement], str] | None = None) -> None:
+    """Save the model file (and ``rows`` as CSV), and a version in the registry when one is
+    given; echo `msg`. All or nothing: the files are staged and renamed into place only once the
+    registry holds the version."""
+    from slurm_hase.errors import DataError, PredictorError
+    from slurm_hase.predict.dataset import commit, csv_text, discard, stage_text
+    from slurm_hase.predict.modelfile import stage_model
+
+    staged: list[tuple[Path, str, type[HaseError]]] = []
+    try:
+        if rows is not None:
+            staged.append((stage_text(rows[1], csv_text(rows[0])[0], DataError), rows[1], DataError))
+        staged.append((stage_model(pred, out), out, PredictorError))
+        if registry:
+            from slurm_hase.predict.registry import ModelRegistry
+
+            msg += f" (registry version {ModelRegistry(registry).save(pred, note=note)})"
+    except BaseException:
+        for tmp, _path, _err in staged:
+            discard(tmp)
+        raise
+    for i, (tmp, path, err) in enumerate(staged):
+        try:
+            commit(tmp, path, err)
+        except HaseError:
+            for later, _path, _err in staged[i + 1:]:
+                discard(later)
+            raise
+    if rows is not None:
+        msg += f"; {len(rows[0])} site rows -> {rows[1]}"
     click.echo(msg)
 
 
@@ -219,7 +294,7 @@ def versions_cmd(registry: str) -> None:
 @model.command("export-data")
 @click.option("--shared", required=True, type=click.Path(file_okay=False, exists=True),
               help="The shared data directory (../shared/data).")
-@click.option("--out", required=True, type=click.Path(dir_okay=False))
+@click.option("--out", required=True, type=OutputFile(), help="CSV file to write.")
 @click.option("--all-sources", is_flag=True,
               help="Include Sia clusters whose data has no license (local use only).")
 def export_cmd(shared: str, out: str, all_sources: bool) -> None:

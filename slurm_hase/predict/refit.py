@@ -3,6 +3,7 @@ and retrain on the base data plus those."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -23,12 +24,57 @@ class AccountingSource(Protocol):
     ) -> list[AccountingRecord]: ...
 
 
+# a measured iteration time this many times off the current model's P50 (either way) is taken
+# for a broken measurement (a sleep job, wrong iteration count), not for the site's hardware
+MAX_RATIO = 10.0
+IMPLAUSIBLE = "implausible iteration time"
+
+
+@dataclass(frozen=True)
+class Outlier:
+    """A harvested row dropped as implausible, with the reference model's P50 for it."""
+
+    row: Measurement
+    predicted_s: float
+
+    @property
+    def ratio(self) -> float:
+        """How many times off the prediction, either way (>= 1)."""
+        r = self.row.iter_time_s / self.predicted_s
+        return max(r, 1.0 / r)
+
+    def describe(self) -> str:
+        """'a100 resnet50 bs64 (site:sacct:17): 0.0027 s measured vs 0.148 s predicted, 55x faster'."""
+        m = self.row
+        bs = f" bs{m.desc.batch_size}" if m.desc.batch_size else ""
+        way = "faster" if m.iter_time_s < self.predicted_s else "slower"
+        return (f"{m.gpu} {m.model}{bs} ({m.source or 'no source'}): {m.iter_time_s:.3g} s/iteration measured "
+                f"vs {self.predicted_s:.3g} s predicted, {self.ratio:.0f}x {way}")
+
+
 @dataclass(frozen=True)
 class Harvest:
-    """Measurements taken from sacct and why the other jobs were skipped."""
+    """Measurements taken from sacct and why the other jobs were skipped (reason -> count)."""
 
     rows: list[Measurement]
     skipped: dict[str, int]
+    worst: Outlier | None = None  # the furthest-off row dropped as implausible
+    max_ratio: float | None = None  # the plausibility bound applied (None: none)
+
+    @property
+    def implausible(self) -> int:
+        """Rows dropped by the plausibility filter."""
+        return self.skipped.get(IMPLAUSIBLE, 0)
+
+    def skipped_text(self) -> str:
+        """'no descriptor: 3, not completed: 8' (or 'none')."""
+        return ", ".join(f"{k}: {v}" for k, v in sorted(self.skipped.items())) or "none"
+
+    def require_rows(self) -> None:
+        """PredictorError (naming the skip counts) when no job gave a usable row: nothing to refit on."""
+        if not self.rows:
+            raise PredictorError("no usable finished jobs with a workload description in the window "
+                                 f"(skipped {self.skipped_text()}); model unchanged")
 
 
 def record_to_measurement(rec: AccountingRecord) -> Measurement | str:
@@ -60,8 +106,10 @@ def record_to_measurement(rec: AccountingRecord) -> Measurement | str:
         return "descriptor lacks GFLOPs"
 
 
-def harvest(records: Iterable[AccountingRecord]) -> Harvest:
-    """Measurements from accounting records."""
+def harvest(records: Iterable[AccountingRecord], reference: Predictor | None = None,
+            max_ratio: float = MAX_RATIO) -> Harvest:
+    """Measurements from accounting records; with ``reference`` (the model in use), rows more than
+    ``max_ratio`` times off its P50 either way are skipped as implausible."""
     rows: list[Measurement] = []
     skipped: dict[str, int] = {}
     for rec in records:
@@ -70,16 +118,44 @@ def harvest(records: Iterable[AccountingRecord]) -> Harvest:
             skipped[m] = skipped.get(m, 0) + 1
         else:
             rows.append(m)
-    return Harvest(rows, skipped)
+    got = Harvest(rows, skipped)
+    return got if reference is None else drop_implausible(got, reference, max_ratio)
 
 
-def harvest_backend(backend: AccountingSource, since: str = "now-30days", until: str = "now") -> Harvest:
-    """Measurements from the backend's sacct view."""
-    return harvest(backend.accounting(since=since, until=until))
+def drop_implausible(got: Harvest, reference: Predictor, max_ratio: float = MAX_RATIO) -> Harvest:
+    """The harvest without rows whose iteration time is more than ``max_ratio`` times off the
+    reference model's P50 (either way), counted under ``IMPLAUSIBLE``."""
+    if not (math.isfinite(max_ratio) and max_ratio > 1):
+        raise PredictorError(f"max ratio {max_ratio!r} must be a number above 1")
+    kept: list[Measurement] = []
+    worst: Outlier | None = None
+    dropped = 0
+    for m in got.rows:
+        out = Outlier(m, reference.predict(m.desc, [m.gpu])[m.gpu].iter_time_p50)
+        if out.ratio <= max_ratio:
+            kept.append(m)
+            continue
+        dropped += 1
+        if worst is None or out.ratio > worst.ratio:
+            worst = out
+    skipped = dict(got.skipped)
+    if dropped:
+        skipped[IMPLAUSIBLE] = skipped.get(IMPLAUSIBLE, 0) + dropped
+    return Harvest(kept, skipped, worst, max_ratio)
+
+
+def harvest_backend(backend: AccountingSource, since: str = "now-30days", until: str = "now",
+                    reference: Predictor | None = None, max_ratio: float = MAX_RATIO) -> Harvest:
+    """Measurements from the backend's sacct view (see ``harvest``)."""
+    return harvest(backend.accounting(since=since, until=until), reference, max_ratio)
 
 
 def refit(base: Sequence[Measurement], new: Sequence[Measurement], note: str = "refit") -> Predictor:
-    """Retrain on base + new rows (site rows form their own, equally weighted source family)."""
+    """Retrain on base + new rows (site rows form their own, equally weighted source family);
+    PredictorError when there are no new rows (that would only retrain the base)."""
     from slurm_hase.predict.train import train
+
+    if not new:
+        raise PredictorError("no site rows to refit on; model unchanged")
 
     return train([*base, *new], note=f"{note}: {len(new)} site rows")

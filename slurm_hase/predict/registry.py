@@ -18,6 +18,8 @@ from slurm_hase.predict.api import Predictor
 from slurm_hase.predict.modelfile import model_to_json, predictor_from_json
 
 TABLE = "predictor_models"
+COLUMNS: dict[str, type] = {"version": int, "created_at": str, "note": str, "rows": int,
+                            "data_sha256": str, "metrics": str, "model": str}
 
 
 @dataclass(frozen=True)
@@ -38,16 +40,32 @@ class ModelRegistry:
     def __init__(self, db_path: str | Path) -> None:
         import sqlite_utils
 
+        self._path = str(db_path)
         try:
             self._db = sqlite_utils.Database(str(db_path))
             if TABLE not in self._db.table_names():
-                self._db[TABLE].create(  # type: ignore[union-attr]
-                    {"version": int, "created_at": str, "note": str, "rows": int,
-                     "data_sha256": str, "metrics": str, "model": str},
-                    pk="version",
-                )
+                self._db[TABLE].create(COLUMNS, pk="version")  # type: ignore[union-attr]
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{db_path}: cannot open model registry ({exc})") from None
+
+    @staticmethod
+    def check(db_path: str | Path) -> None:
+        """Refuse (StoreError) an existing file that is not a usable model registry, before any
+        work starts and without writing anything (a missing file is fine: saving creates it)."""
+        p = Path(db_path)
+        if not p.exists():
+            return
+        try:
+            con = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
+            try:
+                cols = {row[1] for row in con.execute(f"pragma table_info({TABLE})")}
+            finally:
+                con.close()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{p}: cannot open model registry ({exc})") from None
+        if cols and not set(COLUMNS) <= cols:
+            raise StoreError(f"{p}: table {TABLE} is not a model registry (lacks column(s) "
+                             f"{', '.join(c for c in COLUMNS if c not in cols)})")
 
     def save(self, predictor: Predictor, note: str = "", metrics: dict[str, Any] | None = None) -> int:
         """Store a model as the next version; returns the version number."""
@@ -64,7 +82,7 @@ class ModelRegistry:
                 "model": model_to_json(predictor),
             })
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot store model ({exc})") from None
+            raise StoreError(f"{self._path}: cannot store model ({exc})") from None
         return version
 
     def versions(self) -> list[ModelVersion]:
