@@ -38,7 +38,8 @@ class RuntimeEstimator(Protocol):
     def estimate(self, job: Job, gpu_types: Sequence[str]) -> JobEstimate | None: ...
 
 
-# (key, estimate, GPU types, record, the Job it was built from, asked type or constraint)
+# (key, estimate, GPU types the job may use, record, the Job it was built from, asked type or
+# constraint)
 PendingEntry = tuple[tuple[object, ...], JobEstimate, tuple[str, ...], PendingJob, Job, str]
 # (key, estimate, GPU types, expected end before clamping, record, the Job it was built from)
 RunningEntry = tuple[tuple[object, ...], JobEstimate | None, tuple[str, ...], float, RunningJob,
@@ -58,12 +59,18 @@ class RecordBuilder:
         self.reuse = reuse
         self.old_p, self.old_r = old_pending, old_running
 
-    def pending(self, job: Job) -> tuple[str | None, PendingEntry | None]:
+    def pending(self, job: Job, types: tuple[str, ...] | None = None
+                ) -> tuple[str | None, PendingEntry | None]:
         """(asked GPU type or constraint, "" = neither; None = no GPU asked, entry: None =
-        no record: held, no estimate or no usable type)."""
+        no record: held, no estimate or no usable type). `types`: the GPU types the job may
+        use (those of its partitions, build_state); None = all the pools' types. The estimator
+        is asked about those only, and the entry records them: an entry built for other types
+        (the job moved to another partition, a partition lost a type) is not reused."""
         pe = self.old_p.get(job.job_id)
         sub = job.submit_time
-        types, now = self.types, self.now
+        now = self.now
+        if types is None:
+            types = self.types
         # the backend handed back the very same (immutable) Job as last cycle
         same = pe if pe is not None and pe[4] is job and sub is not None else None
         gpu = job.gpu
@@ -97,7 +104,10 @@ class RecordBuilder:
             if est is None:
                 return tkey, None
         pools = self.pools
-        runtimes = {t: float(r) for t, r in est.runtime_s.items() if t in pools and r > 0}
+        if types is self.types:
+            runtimes = {t: float(r) for t, r in est.runtime_s.items() if t in pools and r > 0}
+        else:  # a subset of the pools' types: those of the job's partitions
+            runtimes = {t: float(r) for t, r in est.runtime_s.items() if t in types and r > 0}
         if not runtimes:
             return tkey, None
         pj = PendingJob(

@@ -3,6 +3,10 @@
 build_state turns what the backend reports (jobs, nodes) plus the estimator's predictions into
 a ClusterState; a StateCache (one per backend) reuses the records of unchanged jobs between
 cycles (digest.py digests the inputs). All steps are O(jobs + nodes).
+
+A pending job may only use the GPU types that usable nodes of its own partition(s) hold: its
+PendingJob's runtime_s (what every policy routes over) has no other type. A job none of whose
+partitions has a usable GPU node is not restricted (it cannot run anyway).
 """
 
 from __future__ import annotations
@@ -50,9 +54,10 @@ class StateCache:
     Per job: the PendingJob/RunningJob built from it (reused when the job's relevant fields,
     the estimate and the GPU types compare equal, so it works for backends that rebuild Job
     objects every time as well as for ones that keep them); per node list: the pools and the
-    Capacity (reused while the very same Node objects come back); per built record: its digest
-    text. The pending entries are updated in place; those of jobs gone since are dropped in bulk
-    once they outnumber the pending jobs (build_state).
+    Capacity (reused while the very same Node objects come back), with the GPU types of each
+    partition; per partition string of a job: the types it may use; per built record: its
+    digest text. The pending entries are updated in place; those of jobs gone since are dropped
+    in bulk once they outnumber the pending jobs (build_state).
     """
 
     def __init__(self) -> None:
@@ -64,6 +69,12 @@ class StateCache:
         self.types: tuple[str, ...] = ()
         self.node_parts: dict[str, tuple[Node, NodePart]] = {}  # node name -> (node, its part)
         self.cap_parts: list[CapPart | None] = []  # what the Capacity was built of
+        # partition -> GPU types of its usable nodes; the same object while equal (summary)
+        self.part_types: PartTypes = {}
+        # job's partition string -> the types of `types` it may use (_job_types), valid for
+        # these (types, part_types) objects; None in `job_types`: every job may use all
+        self.job_types: dict[str, tuple[str, ...]] | None = None
+        self.job_types_for: tuple[object, object] | None = None
 
 
 _CACHES: weakref.WeakKeyDictionary[object, StateCache] = weakref.WeakKeyDictionary()
@@ -82,6 +93,8 @@ def _cache_for(backend: object) -> StateCache:
 
 CapPart = tuple[tuple[str, ...], tuple[tuple[str, int], ...]]  # partitions, (type, GPUs)
 NodePart = tuple[tuple[tuple[str, int, int, int], ...], CapPart | None]
+PartTypes = dict[str, frozenset[str]]  # partition -> GPU types its usable nodes hold
+Summary = tuple[dict[str, GpuPool], Capacity, PartTypes]
 
 
 def _node_part(node: Node) -> NodePart:
@@ -108,27 +121,39 @@ def _node_part(node: Node) -> NodePart:
 
 def _summarize(nodes: Sequence[Node], cache: StateCache | None = None
                ) -> tuple[dict[str, GpuPool], Capacity]:
-    """GPU pools and feature Capacity of usable nodes, in one pass. With `cache`, a node
-    object seen last time is not read again, and the Capacity stands while no node's part
-    of it changed (allocations do not change it)."""
+    """GPU pools and feature Capacity of usable nodes (_summary_of without the partitions)."""
+    pools, cap, _ = _summary_of(nodes, cache)
+    return pools, cap
+
+
+def _summary_of(nodes: Sequence[Node], cache: StateCache | None = None) -> Summary:
+    """GPU pools, feature Capacity and GPU types by partition of usable nodes, in one pass.
+    With `cache`, a node object seen last time is not read again, and the Capacity stands
+    while no node's part of it changed (allocations do not change it)."""
     acc: dict[str, list[int]] = {}  # type -> [total, free, nodes, max_per_node, mps_total]
     old = cache.node_parts if cache is not None else {}
     parts: dict[str, tuple[Node, NodePart]] = {}
     cap_parts: list[CapPart | None] = []
+    by_parts: dict[tuple[str, ...], set[str]] = {}  # a node's partitions -> their GPU types
     for node in nodes:
         hit = old.get(node.name)
         part = hit[1] if hit is not None and hit[0] is node else _node_part(node)
         parts[node.name] = (node, part)
-        for gtype, count, free, mps in part[0]:
-            entry = acc.get(gtype)
-            if entry is None:
-                entry = acc[gtype] = [0, 0, 0, 0, 0]
-            entry[0] += count
-            entry[1] += free
-            entry[2] += 1
-            if count > entry[3]:
-                entry[3] = count
-            entry[4] += mps
+        if part[0]:
+            held = by_parts.get(node.partitions)
+            if held is None:
+                held = by_parts[node.partitions] = set()
+            for gtype, count, free, mps in part[0]:
+                held.add(gtype)
+                entry = acc.get(gtype)
+                if entry is None:
+                    entry = acc[gtype] = [0, 0, 0, 0, 0]
+                entry[0] += count
+                entry[1] += free
+                entry[2] += 1
+                if count > entry[3]:
+                    entry[3] = count
+                entry[4] += mps
         cap_parts.append(part[1])
     if cache is not None and cache.summary is not None and cache.cap_parts == cap_parts:
         cap = cache.summary[1]
@@ -145,19 +170,73 @@ def _summarize(nodes: Sequence[Node], cache: StateCache | None = None
     for gtype, (total, free, n_nodes, per_node, mps_total) in sorted(acc.items()):
         mps_cap = max(mps_total // total, 1) if mps_total else 100
         pools[gtype] = GpuPool(gtype, total, free, n_nodes, per_node, mps_cap)
-    return pools, cap
+    held_by: dict[str, set[str]] = {}
+    for node_partitions, gtypes in by_parts.items():
+        for name in node_partitions:
+            held_by.setdefault(name, set()).update(gtypes)
+    part_types = {name: frozenset(gtypes) for name, gtypes in held_by.items()}
+    return pools, cap, part_types
 
 
 def _node_summary(nodes: Sequence[Node], cache: StateCache | None
                   ) -> tuple[dict[str, GpuPool], Capacity]:
+    pools, cap, _ = _node_summary_of(nodes, cache)
+    return pools, cap
+
+
+def _node_summary_of(nodes: Sequence[Node], cache: StateCache | None) -> Summary:
+    """_summary_of, reused while the very same Node objects come back (`cache`); the cache's
+    part_types stays the same object while its content does."""
     if cache is None:
-        return _summarize(nodes)
+        return _summary_of(nodes)
     prev = cache.nodes
     if (cache.summary is None or len(prev) != len(nodes)
             or not all(map(operator.is_, prev, nodes))):
-        cache.summary = _summarize(nodes, cache)
+        pools, cap, part_types = _summary_of(nodes, cache)
+        cache.summary = (pools, cap)
+        if part_types != cache.part_types:
+            cache.part_types = part_types
         cache.nodes = list(nodes)
-    return cache.summary
+    return cache.summary[0], cache.summary[1], cache.part_types
+
+
+def _types_for(partition: str, types: tuple[str, ...], part_types: PartTypes
+               ) -> tuple[str, ...]:
+    """The types of `types` usable nodes of the job's partitions (comma-separated) hold:
+    `types` itself when that is all of them or when none of its partitions has any."""
+    allowed: set[str] = set()
+    known = False
+    for name in partition.split(","):
+        held = part_types.get(name)
+        if held is not None:
+            known = True
+            allowed.update(held)
+    if not known:
+        return types
+    sub = tuple(t for t in types if t in allowed)
+    return types if len(sub) == len(types) else sub
+
+
+def _job_types(types: tuple[str, ...], part_types: PartTypes, cache: StateCache | None
+               ) -> dict[str, tuple[str, ...]] | None:
+    """Partition string -> the types a job there may use (filled in as jobs ask: _types_for);
+    None when every job may use all `types` (each partition holds all of them). With `cache`,
+    the same dict while `types` and `part_types` are the same objects, and an entry whose
+    types did not change stays the same tuple object (the entries' `is` checks hit)."""
+    if all(held.issuperset(types) for held in part_types.values()):
+        job_types = None
+    elif cache is not None and cache.job_types_for is not None and (
+            cache.job_types_for[0] is types and cache.job_types_for[1] is part_types):
+        return cache.job_types
+    else:
+        job_types = {}
+        if cache is not None and cache.job_types:
+            for partition, before in cache.job_types.items():
+                now = _types_for(partition, types, part_types)
+                job_types[partition] = before if now is not types and now == before else now
+    if cache is not None:
+        cache.job_types, cache.job_types_for = job_types, (types, part_types)
+    return job_types
 
 
 def build_state(
@@ -191,7 +270,7 @@ def _build_state(
 ) -> tuple[ClusterState, dict[str, Job], dict[str, int]]:
     """build_state, and in the same pass the pending jobs in managed partitions by id and
     their count by asked GPU type or constraint ("" = neither)."""
-    all_pools, _ = _node_summary(nodes, cache)
+    all_pools, _, part_types = _node_summary_of(nodes, cache)
     if config.gpu_types is not None:
         pools = {t: p for t, p in all_pools.items() if t in config.gpu_types}
     else:
@@ -204,6 +283,8 @@ def _build_state(
             cache.types = types
     if config.partitions is not None:
         jobs = [j for j in jobs if job_in_partitions(j, config.partitions)]
+    # partition string -> the types a pending job there may use (None: all of `types`)
+    job_types = _job_types(types, part_types, cache)
     # last cycle's entries, updated in place: an unchanged job costs no insert (pruned below)
     entries = cache.pending if cache is not None else {}
     reuse = _repeatable(estimator)
@@ -221,9 +302,17 @@ def _build_state(
             job_id = job.job_id
             pending_jobs[job_id] = job
             entry = entries.get(job_id)
-            if not (reuse and entry is not None and entry[4] is job and entry[2] is types
+            if job_types is None:
+                jtypes = types
+            else:
+                jtypes_or = job_types.get(job.partition)
+                if jtypes_or is None:
+                    jtypes_or = job_types[job.partition] = _types_for(job.partition, types,
+                                                                      part_types)
+                jtypes = jtypes_or
+            if not (reuse and entry is not None and entry[4] is job and entry[2] is jtypes
                     and job.submit_time is not None):
-                tkey, entry = builder.pending(job)
+                tkey, entry = builder.pending(job, jtypes)
                 if tkey is None:
                     entries.pop(job_id, None)
                     continue  # no GPU asked
@@ -233,8 +322,8 @@ def _build_state(
                     continue  # held, no estimate or no usable type
                 entries[job_id] = entry
             else:
-                # the very same (immutable) Job as last cycle, the same types and an estimator
-                # that would answer the same: last cycle's entry stands as it is
+                # the very same (immutable) Job as last cycle, the same types (its partitions')
+                # and an estimator that would answer the same: last cycle's entry stands as it is
                 by_type[entry[5]] = by_type.get(entry[5], 0) + 1
             pending.append(entry[3])
         elif state is running_state and job.alloc_gpus:
