@@ -158,8 +158,8 @@ class RecordBuilder:
 
 def _only_nice_or_features(before: tuple[object, ...], now: tuple[object, ...]) -> bool:
     """Whether two pending-job keys (account, user, submit, now, GPU request, nice, features,
-    requeue) differ at most in nice and features."""
-    return before[:5] == now[:5] and before[7] == now[7]
+    requeue, restarts) differ at most in nice and features."""
+    return before[:5] == now[:5] and before[7:] == now[7:]
 
 
 def gpu_shape(job: Job) -> tuple[int, float]:

@@ -207,3 +207,21 @@ def test_cached_node_summary_follows_every_node_change() -> None:
         fresh_pools, fresh_cap = _summarize(nodes)
         assert pools == fresh_pools
         assert cap.types == fresh_cap.types and cap._cap == fresh_cap._cap
+
+
+def test_requeued_job_with_new_nice_gets_its_new_restart_count() -> None:
+    """A requeue bumps restarts while the daemon moves its Nice: the cached record must not keep
+    the old count (idle fill and rotation stop at max_restarts by it)."""
+    from dataclasses import replace as dreplace
+
+    from slurm_hase.daemon.state import StateCache
+
+    cache = StateCache()
+    cfg = CycleConfig(partitions=("gpu",))
+    est = TableEstimator()
+    first = dreplace(pjob("1"), requeue=True)
+    build_state([first], NODES[:3], est, {}, {}, 1000.0, cfg, cache=cache)
+    again = dreplace(first, restarts=1, nice=first.nice + 100)
+    cached = build_state([again], NODES[:3], est, {}, {}, 1060.0, cfg, cache=cache)
+    plain = build_state([again], NODES[:3], TableEstimator(), {}, {}, 1060.0, cfg)
+    assert cached.pending[0].restarts == plain.pending[0].restarts == 1
