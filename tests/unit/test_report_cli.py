@@ -17,8 +17,9 @@ from slurm_hase.slurm.types import AccountingRecord, Job, JobState, Node
 
 
 @pytest.fixture()
-def capture(shared_data: Path) -> Path:
-    return shared_data / "slurm-captures" / "24.11" / "sacct.json"
+def capture(fixtures_dir: Path) -> Path:
+    # the 24.11 capture of ../shared/data/slurm-captures, byte for byte (tests/fixtures/slurm)
+    return fixtures_dir / "slurm" / "24.11" / "sacct.json"
 
 
 def _invoke(*args: str) -> Any:

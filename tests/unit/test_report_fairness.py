@@ -132,10 +132,10 @@ def test_weights_parsing_and_catalog() -> None:
 
 
 @pytest.mark.parametrize("version", ["22.05", "24.11"])
-def test_real_sacct_captures(shared_data: Path, version: str) -> None:
+def test_real_sacct_captures(fixtures_dir: Path, version: str) -> None:
     from slurm_hase.slurm.parse_json_sacct import parse_sacct_json
 
-    raw = (shared_data / "slurm-captures" / version / "sacct.json").read_text()
+    raw = (fixtures_dir / "slurm" / version / "sacct.json").read_text()
     rep = fairness_report(parse_sacct_json(raw), speed_weights={"a100": 1.0, "v100": 0.5, "t4": 0.25},
                           shares={"teama": 1, "teamb": 1})
     by = {r.account: r for r in rep.accounts}
