@@ -13,6 +13,18 @@ FIXTURES = REPO / "tests" / "fixtures"
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run the real `hase` entry point: (exit code, stdout, stderr)."""
+    from slurm_hase.cli.main import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+        raise SystemExit(0)
+    out = capsys.readouterr()
+    code = exc.value.code
+    return (code if isinstance(code, int) else 1), out.out, out.err
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """../shared/data beside the checkout; skips with a reason in a plain clone."""

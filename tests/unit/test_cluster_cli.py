@@ -8,17 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_hase.cli.main import main
-
-
-def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run the real entry point: (exit code, stdout, stderr)."""
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-        raise SystemExit(0)
-    out = capsys.readouterr()
-    code = exc.value.code
-    return (code if isinstance(code, int) else 1), out.out, out.err
+from tests.conftest import run_main as _main
 
 
 def _cluster(root: Path) -> Path:

@@ -7,23 +7,14 @@ from typing import Any
 
 import pytest
 
-from slurm_hase.cli.main import main
 from slurm_hase.errors import DataError, PredictorError, StoreError
 from slurm_hase.predict.dataset import Measurement, read_csv, write_csv
 from slurm_hase.predict.modelfile import load_predictor, save_model
 from slurm_hase.predict.registry import ModelRegistry
+from tests.conftest import run_main as _main
 
 SACCT = Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "24.11" / "sacct.json"
 
-
-def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run the real entry point: (exit code, stdout, stderr)."""
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-        raise SystemExit(0)
-    out = capsys.readouterr()
-    code = exc.value.code
-    return (code if isinstance(code, int) else 1), out.out, out.err
 
 
 @pytest.fixture()

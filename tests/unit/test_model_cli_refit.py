@@ -9,25 +9,16 @@ from typing import Any
 
 import pytest
 
-from slurm_hase.cli.main import main
 from slurm_hase.errors import PredictorError
 from slurm_hase.predict.dataset import Measurement, read_csv
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.predict.modelfile import load_predictor
 from slurm_hase.predict.refit import IMPLAUSIBLE, MAX_RATIO, drop_implausible, harvest, refit
 from slurm_hase.slurm.types import AccountingRecord, JobState
+from tests.conftest import run_main as _main
 
 ITERS = 2000
 
-
-def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run the real entry point: (exit code, stdout, stderr)."""
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-        raise SystemExit(0)
-    out = capsys.readouterr()
-    code = exc.value.code
-    return (code if isinstance(code, int) else 1), out.out, out.err
 
 
 @pytest.fixture(scope="module")

@@ -10,19 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from slurm_hase.cli.gpu_cmd import RENDER_OPTIONS, render_cmd
-from slurm_hase.cli.main import cli, main
+from slurm_hase.cli.main import cli
 from slurm_hase.errors import ConfigError
 from slurm_hase.mps.render import MpsConfig
-
-
-def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run the real entry point: (exit code, stdout, stderr)."""
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-        raise SystemExit(0)
-    out = capsys.readouterr()
-    code = exc.value.code
-    return (code if isinstance(code, int) else 1), out.out, out.err
+from tests.conftest import run_main as _main
 
 
 def test_render_cli(tmp_path: Path) -> None:

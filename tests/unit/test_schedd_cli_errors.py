@@ -10,23 +10,14 @@ import pytest
 from click.testing import CliRunner
 
 from slurm_hase.cli import schedd_cmd
-from slurm_hase.cli.main import cli, main
+from slurm_hase.cli.main import cli
 from slurm_hase.cli.slurm_env import check_slurm_conf
 from slurm_hase.daemon.fake import FakeBackend
 from slurm_hase.daemon.unit import render_unit
 from slurm_hase.errors import ConfigError, SlurmError, StoreError
 from slurm_hase.slurm.types import Job, JobState
 from slurm_hase.store.state import CycleRow, StateStore
-
-
-def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run the real entry point: (exit code, stdout, stderr)."""
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-        raise SystemExit(0)
-    out = capsys.readouterr()
-    code = exc.value.code
-    return (code if isinstance(code, int) else 1), out.out, out.err
+from tests.conftest import run_main as _main
 
 
 def _no_backend() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -23,17 +22,14 @@ from slurm_hase.sim.report import (
 )
 from slurm_hase.sim.throughput import ThroughputTable
 from slurm_hase.sim.traces import TraceJob
+from tests.unit.test_sim_cli import _data_dir
 
 TRACE = "gavel_max_min_fairness_excerpt.trace"  # 40 jobs: 23 on 1 GPU, 12 on 2, 5 on 4
 
 
 @pytest.fixture()
 def data(tmp_path: Path, fixtures_dir: Path) -> Path:
-    out = tmp_path / "data"
-    (out / "gavel").mkdir(parents=True)
-    shutil.copy(fixtures_dir / "sim" / "gavel_throughputs_excerpt.json",
-                out / "gavel" / "simulation_throughputs.json")
-    return out
+    return _data_dir(tmp_path, fixtures_dir)
 
 
 def _args(fixtures_dir: Path, data: Path, out: Path, *extra: str) -> list[str]:
