@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,10 +13,14 @@ import numpy as np
 
 from slurm_hase.daemon.state import RuntimeEstimator
 from slurm_hase.errors import ConfigError, DataError
-from slurm_hase.policy.common import parse_features
 from slurm_hase.sim.cluster import ClusterSpec
 from slurm_hase.sim.engine import SimConfig, SimResult, simulate
 from slurm_hase.sim.metrics import compute, job_rows
+from slurm_hase.sim.simcluster import (
+    feature_map,
+    refusal,
+    types_allowed,
+)
 from slurm_hase.sim.throughput import ThroughputTable, load_throughputs
 from slurm_hase.sim.traces import TraceJob, load_trace, scale_to_load, tile, window
 from slurm_hase.slurm.types import JobState
@@ -105,49 +108,26 @@ def check_speeds(spec: ClusterSpec, table: ThroughputTable) -> None:
             f"{', '.join(table.gpu_types)} only")
 
 
-REFUSED_TYPES = "ask only for GPU types the cluster does not have"
-REFUSED_SPEED = "have no measured speed for their workload on the GPU types they may use"
-REFUSED_SIZE = "need more GPUs than the cluster has of any GPU type they may use"
-
-
 def refusals(jobs: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable) -> dict[str, int]:
-    """Jobs that can never start on `spec`, counted by reason ({} if none).
-
-    The test is SimCluster.add's, which cancels such a job at submission, as sbatch refuses
-    it: no GPU type that the job's constraint allows has a measured speed for its workload
-    and at least as many GPUs as it needs."""
+    """Jobs that can never start on `spec`, counted by reason ({} if none): the test
+    SimCluster.add applies (simcluster.refusal), which cancels such a job at submission, as
+    sbatch refuses it."""
     totals = spec.gpus_by_type
-    by_feature: dict[str, set[str]] = {}
-    for node in spec.nodes:
-        for feature in node.features:
-            by_feature.setdefault(feature, set()).add(node.gpu_type)
+    order = tuple(totals)
+    feature_types = feature_map(spec)
     memo: dict[tuple[str, int, int, tuple[str, ...], str | None], str | None] = {}
     out: dict[str, int] = {}
     for tj in jobs:
         need = 1 if tj.gpu_fraction < 1.0 else tj.num_gpus
         key = (tj.workload, tj.num_gpus, need, tj.constraint, tj.pinned)
         if key not in memo:
-            memo[key] = _refusal(tj, need, totals, by_feature, table)
+            allowed = types_allowed("|".join(tj.constraint), tj.pinned, feature_types, order)
+            memo[key] = refusal(allowed, table.runtimes(tj.workload, tj.num_gpus, 1.0, allowed),
+                                totals, need)
         reason = memo[key]
         if reason is not None:
             out[reason] = out.get(reason, 0) + 1
     return out
-
-
-def _refusal(tj: TraceJob, need: int, totals: Mapping[str, int],
-             by_feature: Mapping[str, set[str]], table: ThroughputTable) -> str | None:
-    """Why `tj` can never start (one of the REFUSED_* reasons), None if it can."""
-    terms = parse_features("|".join(tj.constraint))
-    allowed = set(totals) if not terms else set().union(*(by_feature.get(t, set()) for t in terms))
-    if tj.pinned:
-        allowed &= {tj.pinned}
-    if not allowed:
-        return REFUSED_TYPES
-    runtime = table.runtimes(tj.workload, tj.num_gpus, 1.0, tuple(sorted(allowed)))
-    measured = [t for t in allowed if math.isfinite(runtime[t])]
-    if not measured:
-        return REFUSED_SPEED
-    return None if any(totals[t] >= need for t in measured) else REFUSED_SIZE
 
 
 def check_runnable(jobs: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable) -> dict[str, int]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -114,6 +114,45 @@ class PendingQueue(dict[str, SimJob]):
         return np.flatnonzero(self._mask)
 
 
+# Why a job can never start on a cluster (refusal); sbatch refuses such a job at submission.
+REFUSED_TYPES = "ask only for GPU types the cluster does not have"
+REFUSED_SPEED = "have no measured speed for their workload on the GPU types they may use"
+REFUSED_SIZE = "need more GPUs than the cluster has of any GPU type they may use"
+
+
+def feature_map(spec: ClusterSpec) -> dict[str, set[str]]:
+    """Node feature -> the GPU types of the nodes that carry it."""
+    out: dict[str, set[str]] = {}
+    for n in spec.nodes:
+        for f in n.features:
+            out.setdefault(f, set()).add(n.gpu_type)
+    return out
+
+
+def types_allowed(features: str, pinned: str | None, feature_types: Mapping[str, set[str]],
+                  type_order: Sequence[str]) -> tuple[str, ...]:
+    """The types of `type_order` whose nodes satisfy a Features OR-list and a pinned type."""
+    terms = parse_features(features)
+    ok: set[str] = set(type_order)
+    if terms:
+        ok = set().union(*(feature_types.get(t, set()) for t in terms))
+    if pinned:
+        ok &= {pinned}
+    return tuple(t for t in type_order if t in ok)
+
+
+def refusal(allowed: Sequence[str], runtime: Mapping[str, float], totals: Mapping[str, int],
+            need: int) -> str | None:
+    """Why a job that may use `allowed` types can never start (a REFUSED_* reason), None if it
+    can: some allowed type has a measured runtime and at least `need` GPUs in all."""
+    if not allowed:
+        return REFUSED_TYPES
+    measured = [t for t in allowed if math.isfinite(runtime[t])]
+    if not measured:
+        return REFUSED_SPEED
+    return None if any(totals[t] >= need for t in measured) else REFUSED_SIZE
+
+
 class SimCluster:
     """The simulated controller's state and job lifecycle (see module doc)."""
 
@@ -133,10 +172,7 @@ class SimCluster:
             self.type_nodes[n.gpu_type].append(i)
         self.type_total = {t: sum(spec.nodes[i].gpus for i in ix) for t, ix in self.type_nodes.items()}
         self.type_free = dict(self.type_total)
-        self.feature_types: dict[str, set[str]] = {}
-        for n in spec.nodes:
-            for f in n.features:
-                self.feature_types.setdefault(f, set()).add(n.gpu_type)
+        self.feature_types = feature_map(spec)
         self.shared: dict[str, list[SharedGpu]] = {t: [] for t in self.type_order}
         self.node_mps_used = [0.0] * len(spec.nodes)
         self.jobs_by_id: dict[str, SimJob] = {}
@@ -185,8 +221,7 @@ class SimCluster:
         self.jobs_by_id[tj.job_id] = job
         self.by_idx.append(job)
         need = 1 if tj.gpu_fraction < 1.0 else tj.num_gpus
-        if not any(self.type_total[t] >= need and math.isfinite(runtime[t])
-                   for t in self.allowed_types(job)):
+        if refusal(self.allowed_types(job), runtime, self.type_total, need) is not None:
             job.state, job.reason = JobState.CANCELLED, "ReqNodeNotAvail"  # sbatch refuses it
             return job
         self.pending[tj.job_id] = job
@@ -201,13 +236,7 @@ class SimCluster:
         key = (job.features, job.pinned)
         hit = self._allowed_cache.get(key)
         if hit is None:
-            terms = parse_features(job.features)
-            ok: set[str] = set(self.type_order)
-            if terms:
-                ok = set().union(*(self.feature_types.get(t, set()) for t in terms))
-            if job.pinned:
-                ok &= {job.pinned}
-            hit = tuple(t for t in self.type_order if t in ok)
+            hit = types_allowed(job.features, job.pinned, self.feature_types, self.type_order)
             self._allowed_cache[key] = hit
         # a type without a measured throughput for this workload cannot run it (e.g. memory)
         job.allowed = tuple(t for t in hit if job.runtime[t] < math.inf)
