@@ -7,7 +7,7 @@ Nice/Features changed) and asks the estimator only then.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -103,11 +103,9 @@ class RecordBuilder:
             est = self.estimate(job, types)
             if est is None:
                 return tkey, None
-        pools = self.pools
-        if types is self.types:
-            runtimes = {t: float(r) for t, r in est.runtime_s.items() if t in pools and r > 0}
-        else:  # a subset of the pools' types: those of the job's partitions
-            runtimes = {t: float(r) for t, r in est.runtime_s.items() if t in types and r > 0}
+        # all the pools' types, or the subset its partitions hold
+        allowed: Collection[str] = self.pools if types is self.types else types
+        runtimes = {t: float(r) for t, r in est.runtime_s.items() if t in allowed and r > 0}
         if not runtimes:
             return tkey, None
         pj = PendingJob(

@@ -119,14 +119,7 @@ def _node_part(node: Node) -> NodePart:
     return tuple(entries), ((node.partitions, tuple(cap)) if cap else None)
 
 
-def _summarize(nodes: Sequence[Node], cache: StateCache | None = None
-               ) -> tuple[dict[str, GpuPool], Capacity]:
-    """GPU pools and feature Capacity of usable nodes (_summary_of without the partitions)."""
-    pools, cap, _ = _summary_of(nodes, cache)
-    return pools, cap
-
-
-def _summary_of(nodes: Sequence[Node], cache: StateCache | None = None) -> Summary:
+def _summarize(nodes: Sequence[Node], cache: StateCache | None = None) -> Summary:
     """GPU pools, feature Capacity and GPU types by partition of usable nodes, in one pass.
     With `cache`, a node object seen last time is not read again, and the Capacity stands
     while no node's part of it changed (allocations do not change it)."""
@@ -178,21 +171,15 @@ def _summary_of(nodes: Sequence[Node], cache: StateCache | None = None) -> Summa
     return pools, cap, part_types
 
 
-def _node_summary(nodes: Sequence[Node], cache: StateCache | None
-                  ) -> tuple[dict[str, GpuPool], Capacity]:
-    pools, cap, _ = _node_summary_of(nodes, cache)
-    return pools, cap
-
-
-def _node_summary_of(nodes: Sequence[Node], cache: StateCache | None) -> Summary:
-    """_summary_of, reused while the very same Node objects come back (`cache`); the cache's
+def _node_summary(nodes: Sequence[Node], cache: StateCache | None) -> Summary:
+    """_summarize, reused while the very same Node objects come back (`cache`); the cache's
     part_types stays the same object while its content does."""
     if cache is None:
-        return _summary_of(nodes)
+        return _summarize(nodes)
     prev = cache.nodes
     if (cache.summary is None or len(prev) != len(nodes)
             or not all(map(operator.is_, prev, nodes))):
-        pools, cap, part_types = _summary_of(nodes, cache)
+        pools, cap, part_types = _summarize(nodes, cache)
         cache.summary = (pools, cap)
         if part_types != cache.part_types:
             cache.part_types = part_types
@@ -270,7 +257,7 @@ def _build_state(
 ) -> tuple[ClusterState, dict[str, Job], dict[str, int]]:
     """build_state, and in the same pass the pending jobs in managed partitions by id and
     their count by asked GPU type or constraint ("" = neither)."""
-    all_pools, _, part_types = _node_summary_of(nodes, cache)
+    all_pools, _, part_types = _node_summary(nodes, cache)
     if config.gpu_types is not None:
         pools = {t: p for t, p in all_pools.items() if t in config.gpu_types}
     else:
