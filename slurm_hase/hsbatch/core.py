@@ -7,7 +7,6 @@ exactly as sbatch would submit it, with one warning line on stderr.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, TextIO
 
@@ -28,7 +27,6 @@ QUERY_TIMEOUT_S = 5.0
 FLAGS = frozenset({"hase-explain", "hase-no-constraint"})
 VALUED = frozenset({"hase-descriptor", "hase-predictor"})
 WARN = "hsbatch: warning: "
-DEFAULT_SPEED_SLACK = 1.0  # HASE_SPEED_SLACK: allow types up to (1 + slack) x slower than the best
 
 
 def _key_options() -> frozenset[str]:
@@ -153,7 +151,7 @@ def run(argv: Sequence[str], io: Io, deps: Deps) -> int:
     try:
         header = parse_header(text, label) if text is not None else Header()
         req = None
-        if hopts.descriptor_file is not None or header.hase or hopts.pairs:
+        if _described(hopts, header):
             from slurm_hase.hsbatch.request import build_request  # described jobs only
 
             req = build_request(sc, io.env, header.directives)
@@ -172,16 +170,24 @@ def run(argv: Sequence[str], io: Io, deps: Deps) -> int:
     return _sbatch(deps, [*extra, *sb_argv], stdin_text, io)
 
 
+def _described(hopts: HaseOptions, header: Header) -> bool:
+    """Whether the job comes with a description (a file, #HASE lines or --hase-KEY options)."""
+    return hopts.descriptor_file is not None or bool(header.hase) or bool(hopts.pairs)
+
+
+FROM_REQUEST = "the job's GPU request"  # where a gpus= taken from the request was "given"
+
+
 def _describe(hopts: HaseOptions, header: Header, label: str, job_gpus: int | None,
               io: Io) -> WorkloadDescriptor | None:
     """The description from its sources; its GPU count defaults to the job's GPU request."""
-    if hopts.descriptor_file is None and not header.hase and not hopts.pairs:
+    if not _described(hopts, header):
         return None
     from slurm_hase.hsbatch import describe
 
     sources = describe.Sources()
     if job_gpus is not None and job_gpus > 1:  # lowest precedence: any gpus= given wins
-        sources.add_source([describe.Entry("gpus", job_gpus, "the job's GPU request")])
+        sources.add_source([describe.Entry("gpus", job_gpus, FROM_REQUEST)])
     if hopts.descriptor_file is not None:
         sources.add_source(describe.file_entries(hopts.descriptor_file))
     sources.add_source(describe.script_entries(header.hase, label))
@@ -190,7 +196,7 @@ def _describe(hopts: HaseOptions, header: Header, label: str, job_gpus: int | No
         return None
     desc = sources.build()
     said = sources.where("gpus")
-    if job_gpus is not None and said != "the job's GPU request" and desc.num_gpus != job_gpus:
+    if job_gpus is not None and said != FROM_REQUEST and desc.num_gpus != job_gpus:
         io.err.write(f"{WARN}{said or 'the description'} says gpus={desc.num_gpus} but the job "
                      f"asks for {job_gpus} GPU(s); predictions are for {desc.num_gpus}\n")
     from slurm_hase.predict.models import fill
@@ -228,7 +234,7 @@ def _additions(
     if not (constrain or hopts.explain):
         return ([f"--comment={comment}"] if attach else []) + head
     # narrowing by speed only where the daemon can see it was ours (in the description)
-    slack, bad_slack = speed_slack(io.env) if attach else (0.0, None)
+    slack, bad_slack = plan.speed_slack(io.env) if attach else (0.0, None)
     if bad_slack:
         io.err.write(f"{WARN}{bad_slack}\n")
     try:
@@ -239,7 +245,7 @@ def _additions(
     constraint, reason = plan.choose_constraint(rows) if constrain else (None, None)
     if reason and constrain:
         notes.append(reason)
-    impossible = plan.why_nothing_fits(rows, plan.min_memory_gb(desc, _params_m(desc)),
+    impossible = plan.why_nothing_fits(rows, plan.min_memory_gb(desc, plan.params_m(desc)),
                                         req.time_limit_s)
     if impossible:
         io.err.write(f"{WARN}{impossible}; submitting it as asked\n")
@@ -254,32 +260,6 @@ def _additions(
 
         io.err.write(explain_table(rows, comment if attach else None, constraint, notes))
     return extra
-
-
-def _params_m(desc: WorkloadDescriptor) -> float | None:
-    """The job's parameter count (millions): given, else the model table's, else None."""
-    from slurm_hase.predict.models import lookup_model
-
-    if desc.params_m is not None:
-        return desc.params_m
-    info = lookup_model(desc.model) if desc.model else None
-    return info.params_m if info else None
-
-
-def speed_slack(env: Mapping[str, str]) -> tuple[float, str | None]:
-    """HASE_SPEED_SLACK (default 1.0: types up to 2x slower than the fastest stay allowed);
-    0 turns narrowing by speed off. A bad value falls back to the default, with a warning."""
-    raw = env.get("HASE_SPEED_SLACK", "")
-    if not raw:
-        return DEFAULT_SPEED_SLACK, None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if 0.0 <= value < 1e6:
-        return value, None
-    return DEFAULT_SPEED_SLACK, (f"HASE_SPEED_SLACK={raw!r} is not a number from 0 to 1e6; "
-                                 f"using the default {DEFAULT_SPEED_SLACK}")
 
 
 def _marked(desc: WorkloadDescriptor, constraint: str) -> str | None:
@@ -310,7 +290,7 @@ def _judge(
         extrapolation = getattr(getattr(predict, "__self__", None), "extrapolation", None)
         if callable(extrapolation) and (why := extrapolation(desc)):
             notes.append(str(why))
-    params = _params_m(desc)
+    params = plan.params_m(desc)
     memory_of = summary.memory_gb.get if params is not None or hopts.explain else _unknown
     rows = plan.judge_types(types, desc, memory_of=memory_of, params_m=params,
                             time_limit_s=req.time_limit_s, predictions=predictions,

@@ -12,6 +12,7 @@ the description); a constraint the user wrote is never changed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
     PredictFn = Callable[[WorkloadDescriptor, Sequence[str]], Mapping[str, object]]
 
+DEFAULT_SPEED_SLACK = 1.0  # HASE_SPEED_SLACK: allow types up to (1 + slack) x slower than the best
 BYTES_PER_PARAM = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "int8": 1.0}
 
 
@@ -140,3 +142,29 @@ def may_constrain(req: Request, *, test_only: bool, het: bool, enabled: bool) ->
     """Only untyped GPU jobs, never over a user's constraint, node list or explicit type."""
     return (enabled and not test_only and not het and req.gpu_untyped and not req.gpu_typed
             and not req.constrained and not req.multi_cluster)
+
+
+def params_m(desc: WorkloadDescriptor) -> float | None:
+    """The job's parameter count (millions): given, else the model table's, else None."""
+    from slurm_hase.predict.models import lookup_model
+
+    if desc.params_m is not None:
+        return desc.params_m
+    info = lookup_model(desc.model) if desc.model else None
+    return info.params_m if info else None
+
+
+def speed_slack(env: Mapping[str, str]) -> tuple[float, str | None]:
+    """HASE_SPEED_SLACK (default 1.0: types up to 2x slower than the fastest stay allowed);
+    0 turns narrowing by speed off. A bad value falls back to the default, with a warning."""
+    raw = env.get("HASE_SPEED_SLACK", "")
+    if not raw:
+        return DEFAULT_SPEED_SLACK, None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if 0.0 <= value < 1e6:
+        return value, None
+    return DEFAULT_SPEED_SLACK, (f"HASE_SPEED_SLACK={raw!r} is not a number from 0 to 1e6; "
+                                 f"using the default {DEFAULT_SPEED_SLACK}")

@@ -105,24 +105,17 @@ def gpu_count(cli: Scan, env: Mapping[str, str], script: Scan) -> int | None:
     name, value = next(iter(given.items()))
     if name not in ("gpus", "gpus-per-node", "gres"):
         return None
-    total = 0
-    for item in value.split(","):
-        parts = re.sub(r"\(.*?\)", "", item.strip()).split(":")
-        if name == "gres":
-            if parts and parts[0] == "gres":
-                parts = parts[1:]
-            if not parts or parts[0] != "gpu":
-                if parts and parts[0] == "mps":
-                    return None
-                continue
-            parts = parts[1:] or ["1"]
-            if len(parts) == 1 and _count(parts[0]) < 0:
-                parts = [parts[0], "1"]  # gpu:a100 = one GPU of that type
-        n = _count(parts[-1])
-        if n <= 0:
+    if name == "gres":
+        items = gres_items(value)
+        if any(kind == "mps" for kind, _t, _n in items):
             return None
-        total += n
-    return total or None
+        counts = [n for _kind, _t, n in items]
+    else:
+        counts = [_count(re.sub(r"\(.*?\)", "", item.strip()).split(":")[-1])
+                  for item in value.split(",")]
+    if any(n <= 0 for n in counts):
+        return None
+    return sum(counts) or None
 
 
 def requeue_choice(cli: Scan, env: Mapping[str, str], script: Scan) -> bool | None:
@@ -155,25 +148,33 @@ def classify_gpus(value: str) -> tuple[bool, bool]:
     return untyped, typed
 
 
-def classify_gres(value: str) -> tuple[bool, bool]:
-    """(untyped, typed) for ``--gres`` such as ``gpu:2``, ``gpu:a100:1``, ``mps:50``."""
-    untyped = typed = False
+def gres_items(value: str) -> list[tuple[str, str | None, int]]:
+    """The GPU and MPS items of a ``--gres`` value as (``gpu``|``mps``, type or None, count):
+    ``gpu`` is one GPU, ``gpu:a100`` one of that type, a count that is not a number is -1;
+    other GRES are left out."""
+    out: list[tuple[str, str | None, int]] = []
     for item in value.split(","):
         parts = re.sub(r"\(.*?\)", "", item.strip()).split(":")
         if parts and parts[0] == "gres":
             parts = parts[1:]
         if not parts or parts[0] not in ("gpu", "mps"):
             continue
-        if len(parts) == 1:
-            untyped = True
-        elif len(parts) == 2:
-            if _count(parts[1]) >= 0:
-                untyped = untyped or _count(parts[1]) > 0
-            else:
-                typed = True  # gpu:a100 = one typed GPU
+        kind, rest = parts[0], parts[1:]
+        if not rest:
+            out.append((kind, None, 1))
+        elif len(rest) == 1:
+            n = _count(rest[0])
+            out.append((kind, None, n) if n >= 0 else (kind, rest[0], 1))  # gpu:a100: one typed
         else:
-            typed = typed or _count(parts[2]) != 0
-    return untyped, typed
+            out.append((kind, rest[0], _count(rest[1])))
+    return out
+
+
+def classify_gres(value: str) -> tuple[bool, bool]:
+    """(untyped, typed) for ``--gres`` such as ``gpu:2``, ``gpu:a100:1``, ``mps:50``."""
+    items = gres_items(value)
+    return (any(t is None and n > 0 for _k, t, n in items),
+            any(t is not None and n != 0 for _k, t, n in items))
 
 
 def _count(text: str) -> int:
