@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.core import ParameterSource
 
-from slurm_hase.errors import HaseError
-
 if TYPE_CHECKING:
     from slurm_hase.predict.api import Predictor
     from slurm_hase.predict.dataset import Measurement
@@ -253,29 +251,24 @@ def _store(pred: Predictor, out: str, registry: str | None, note: str, msg: str,
     given; echo `msg`. All or nothing: the files are staged and renamed into place only once the
     registry holds the version."""
     from slurm_hase.errors import DataError, PredictorError
-    from slurm_hase.predict.dataset import commit, csv_text, discard, stage_text
-    from slurm_hase.predict.modelfile import stage_model
+    from slurm_hase.predict.dataset import csv_text
+    from slurm_hase.predict.files import Output, write_together
+    from slurm_hase.predict.modelfile import model_to_json
 
-    staged: list[tuple[Path, str, type[HaseError]]] = []
-    try:
-        if rows is not None:
-            staged.append((stage_text(rows[1], csv_text(rows[0])[0], DataError), rows[1], DataError))
-        staged.append((stage_model(pred, out), out, PredictorError))
-        if registry:
-            from slurm_hase.predict.registry import ModelRegistry
+    outputs: list[Output] = []
+    if rows is not None:
+        outputs.append((rows[1], csv_text(rows[0])[0], DataError))
+    outputs.append((out, model_to_json(pred), PredictorError))
+    versions: list[int] = []
 
-            msg += f" (registry version {ModelRegistry(registry).save(pred, note=note)})"
-    except BaseException:
-        for tmp, _path, _err in staged:
-            discard(tmp)
-        raise
-    for i, (tmp, path, err) in enumerate(staged):
-        try:
-            commit(tmp, path, err)
-        except HaseError:
-            for later, _path, _err in staged[i + 1:]:
-                discard(later)
-            raise
+    def record() -> None:
+        from slurm_hase.predict.registry import ModelRegistry
+
+        versions.append(ModelRegistry(str(registry)).save(pred, note=note))
+
+    write_together(outputs, record if registry else None)
+    if versions:
+        msg += f" (registry version {versions[0]})"
     if rows is not None:
         msg += f"; {len(rows[0])} site rows -> {rows[1]}"
     click.echo(msg)

@@ -10,12 +10,11 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from slurm_hase.errors import DataError, DescriptorError, HaseError, PredictorError
+from slurm_hase.errors import DataError, DescriptorError, PredictorError
 from slurm_hase.predict.catalog import resolve_gpu
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.predict.models import fill
@@ -161,43 +160,11 @@ def write_csv(rows: Iterable[Measurement], path: str | Path) -> int:
     """Write rows in the canonical format (plus ``source``) atomically; returns the count.
 
     DataError names the path when it cannot be written (nothing is left behind)."""
+    from slurm_hase.predict.files import write_together
+
     text, n = csv_text(rows)
-    commit(stage_text(path, text, DataError), path, DataError)
+    write_together([(path, text, DataError)])
     return n
-
-
-# ---- atomic output files: write PATH.tmp beside PATH, then rename it over PATH ---------------
-def stage_text(path: str | Path, text: str, error: type[HaseError]) -> Path:
-    """Write ``text`` to PATH.tmp and return that; ``error`` naming the path if it fails (no .tmp left)."""
-    p = Path(path)
-    tmp = p.with_name(p.name + ".tmp")
-    try:
-        # never through a stale symlink; the mode follows the umask like any new file
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o666)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-    except OSError as exc:
-        discard(tmp)
-        raise error(f"{p}: cannot write ({exc.strerror or exc})") from None
-    return tmp
-
-
-def commit(tmp: Path, path: str | Path, error: type[HaseError]) -> None:
-    """Rename a staged PATH.tmp over ``path``; ``error`` naming the path if it fails (.tmp removed)."""
-    try:
-        tmp.replace(path)
-    except OSError as exc:
-        discard(tmp)
-        raise error(f"{path}: cannot write ({exc.strerror or exc})") from None
-
-
-def discard(tmp: Path) -> None:
-    """Remove a staged file (best effort: it may not exist, or be something we did not create)."""
-    try:
-        if tmp.is_file() or tmp.is_symlink():
-            tmp.unlink()
-    except OSError:
-        pass
 
 
 def read_many(paths: Sequence[str | Path]) -> list[Measurement]:

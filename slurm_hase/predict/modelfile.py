@@ -38,20 +38,12 @@ def model_to_json(pred: Predictor) -> str:
     return json.dumps(doc, separators=(",", ":"))
 
 
-def stage_model(pred: Predictor, path: str | Path) -> Path:
-    """Write the model to PATH.tmp (rename it over PATH with ``dataset.commit``); PredictorError
-    naming the path if that fails, no .tmp left."""
-    from slurm_hase.predict.dataset import stage_text  # not on the load path (hsbatch start-up)
-
-    return stage_text(path, model_to_json(pred), PredictorError)
-
-
 def save_model(pred: Predictor, path: str | Path) -> None:
     """Write the model file (atomically: a reader never sees half a file); PredictorError naming
     the path if it cannot be written (the .tmp file removed, an older file left as it was)."""
-    from slurm_hase.predict.dataset import commit
+    from slurm_hase.predict.files import write_together  # not on the load path (hsbatch start-up)
 
-    commit(stage_model(pred, path), path, PredictorError)
+    write_together([(path, model_to_json(pred), PredictorError)])
 
 
 def predictor_from_json(text: str, origin: str = "model") -> Predictor:

@@ -1,0 +1,61 @@
+"""Output files written all or nothing: each is staged as PATH.tmp beside PATH, then renamed
+over it, so a reader never sees half a file and a failure leaves every older file as it was."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from slurm_hase.errors import HaseError
+
+# (path, text, the error type that names the path when it cannot be written)
+Output = tuple[str | Path, str, type[HaseError]]
+
+
+def write_together(outputs: Sequence[Output], before_commit: Callable[[], None] | None = None) -> None:
+    """Write every output, or none of them: all are staged first, then ``before_commit`` runs
+    (e.g. storing a registry version), then each is renamed into place. A failure while staging
+    or in ``before_commit`` removes the staged files; a failed rename removes the ones not yet
+    renamed. The error names the path."""
+    staged: list[tuple[Path, str | Path, type[HaseError]]] = []
+    try:
+        for path, text, error in outputs:
+            staged.append((_stage(path, text, error), path, error))
+        if before_commit is not None:
+            before_commit()
+    except BaseException:
+        for tmp, _path, _error in staged:
+            _discard(tmp)
+        raise
+    for i, (tmp, path, error) in enumerate(staged):
+        try:
+            tmp.replace(path)
+        except OSError as exc:
+            for later, _path, _error in staged[i:]:
+                _discard(later)
+            raise error(f"{path}: cannot write ({exc.strerror or exc})") from None
+
+
+def _stage(path: str | Path, text: str, error: type[HaseError]) -> Path:
+    """Write ``text`` to PATH.tmp and return that; ``error`` naming the path if it fails (no .tmp left)."""
+    p = Path(path)
+    tmp = p.with_name(p.name + ".tmp")
+    try:
+        # never through a stale symlink; the mode follows the umask like any new file
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+    except OSError as exc:
+        _discard(tmp)
+        raise error(f"{p}: cannot write ({exc.strerror or exc})") from None
+    return tmp
+
+
+def _discard(tmp: Path) -> None:
+    """Remove a staged file (best effort: it may not exist, or be something we did not create)."""
+    try:
+        if tmp.is_file() or tmp.is_symlink():
+            tmp.unlink()
+    except OSError:
+        pass
