@@ -5,9 +5,11 @@ Kept thin and light: no click, numpy or LightGBM on this path (startup time coun
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from slurm_hase.hsbatch.core import Deps, Io, run
 from slurm_hase.slurm.runner import SubprocessRunner
@@ -18,6 +20,37 @@ def _read_stdin() -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
+class ClosedPipeSafe:
+    """A text stream whose writes stop quietly once its reader has gone (`hsbatch --help |
+    head`): the job may already be submitted, so hsbatch still exits with sbatch's code
+    instead of a BrokenPipeError traceback."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.closed_by_reader = False
+
+    def write(self, text: str) -> int:
+        if not self.closed_by_reader:
+            try:
+                return self.stream.write(text)
+            except BrokenPipeError:
+                self._reader_gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.closed_by_reader:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        self.closed_by_reader = True
+        # what is still buffered would fail again when the interpreter closes the stream
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point; returns sbatch's exit code.
 
@@ -26,14 +59,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     costs tens of milliseconds and does nothing hsbatch needs. Called with ``argv``, it returns.
     """
     args = list(sys.argv[1:] if argv is None else argv)
-    io = Io(read_stdin=_read_stdin, out=sys.stdout, err=sys.stderr, env=os.environ)
+    out, err = ClosedPipeSafe(sys.stdout), ClosedPipeSafe(sys.stderr)
+    io = Io(read_stdin=_read_stdin, out=out, err=err, env=os.environ)
     deps = Deps(runner=SubprocessRunner(), sbatch=os.environ.get("HSBATCH_SBATCH", "sbatch"),
                 cache=True)
     try:
         code = run(args, io, deps)
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        out.flush()
+        err.flush()
     if argv is None:
         os._exit(code)  # everything is flushed and no thread or child is left (startup time)
     return code

@@ -8,7 +8,7 @@ exactly as sbatch would submit it, with one warning line on stderr.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Protocol
 
 from slurm_hase.errors import DescriptorError, SlurmCommandError, SlurmError
 from slurm_hase.hsbatch.sbatch_opts import HASE_PREFIX, Scan, scan
@@ -85,12 +85,18 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], HaseOptions, Scan]:
     return rest, opts, scan(rest) if drop else first
 
 
+class TextSink(Protocol):
+    """Where hsbatch writes text: a stream, or anything with its write."""
+
+    def write(self, text: str, /) -> int: ...
+
+
 class Io:
     """Where hsbatch reads stdin and writes output (real streams in the CLI, fakes in tests)."""
 
     __slots__ = ("read_stdin", "out", "err", "env")
 
-    def __init__(self, read_stdin: Callable[[], str], out: TextIO, err: TextIO,
+    def __init__(self, read_stdin: Callable[[], str], out: TextSink, err: TextSink,
                  env: Mapping[str, str]) -> None:
         self.read_stdin = read_stdin
         self.out = out

@@ -37,3 +37,39 @@ def test_called_with_argv_returns(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert cli.main(["--wrap=true"]) == 3  # in-process callers get the code back
     out, err = capfd.readouterr()
     assert out == OUT and "args: --wrap=true" in err
+
+
+def test_reader_closing_the_pipe_leaves_no_traceback(tmp_path: Path) -> None:
+    """`hsbatch --help | head -1`: sbatch's long help and ours meet a closed pipe; hsbatch
+    ends with sbatch's code and says nothing on stderr."""
+    exe = tmp_path / "sbatch"
+    exe.write_text("#!/bin/sh\nyes 'Usage: sbatch [OPTIONS...] script' | head -n 20000\n")
+    exe.chmod(0o755)
+    runner = SubprocessRunner({"HSBATCH_SBATCH": str(exe)})
+    r = runner.run(["/bin/sh", "-c", f"'{sys.executable}' -m slurm_hase.hsbatch.cli --help | "
+                    "head -n 1"], timeout_s=60)
+    assert r.stdout == "Usage: sbatch [OPTIONS...] script\n"
+    assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
+
+
+def test_closed_pipe_safe_swallows_only_a_gone_reader() -> None:
+    class Gone:
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self) -> None:
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def fileno(self) -> int:
+            raise ValueError("no descriptor")
+
+    sink = cli.ClosedPipeSafe(Gone())  # type: ignore[arg-type]
+    assert sink.write("abc") == 3 and sink.closed_by_reader
+    sink.flush()  # quiet from now on
+
+    class Full:
+        def write(self, text: str) -> int:
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space"):
+        cli.ClosedPipeSafe(Full()).write("x")  # type: ignore[arg-type]
