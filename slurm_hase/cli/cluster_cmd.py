@@ -42,7 +42,14 @@ def cluster() -> None:
 @dir_option
 @click.option("--timeout", default=90.0, show_default=True, help="Seconds to wait for readiness.")
 def up(spec_path: str | None, root: str | None, timeout: float) -> None:
-    """Start the cluster and wait until all nodes are idle and sacct answers."""
+    """Start the cluster and wait until all nodes are idle and sacct answers.
+
+    \b
+    Examples:
+      hase cluster up                      # a100-[1-2], v100-[1-2], t4-[1-2]
+      hase cluster up --spec my-cluster.toml --dir /tmp/hase-cluster
+      eval "$(hase cluster env)" && sinfo -o "%N %G %f"
+    """
     lc = _cluster(spec_path, root)
     status = lc.up(progress=lambda msg: click.echo(f"cluster: {msg}", err=True), timeout_s=timeout)
     click.echo(f"cluster up: {len(status.node_states)} nodes, accounting ok. "
@@ -53,7 +60,13 @@ def up(spec_path: str | None, root: str | None, timeout: float) -> None:
 @spec_option
 @dir_option
 def down(spec_path: str | None, root: str | None) -> None:
-    """Stop every process that 'up' started (and nothing else)."""
+    """Stop every process that 'up' started (and nothing else).
+
+    \b
+    Examples:
+      hase cluster down
+      hase cluster down --dir /tmp/hase-cluster   # the cluster started with that --dir
+    """
     stopped = _cluster(spec_path, root).down(progress=lambda m: click.echo(f"cluster: {m}", err=True))
     click.echo(f"stopped {len(stopped)} processes" if stopped else "cluster was not running")
 
@@ -63,7 +76,13 @@ def down(spec_path: str | None, root: str | None) -> None:
 @dir_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(spec_path: str | None, root: str | None, as_json: bool) -> None:
-    """Show processes, node states and accounting; exit 1 unless ready."""
+    """Show processes, node states and accounting; exit 1 unless ready.
+
+    \b
+    Examples:
+      hase cluster status
+      hase cluster status --json || hase cluster up   # start it unless it is ready
+    """
     st = _cluster(spec_path, root).status()
     if as_json:
         click.echo(json.dumps({"ready": st.ready, "root": st.root, "slurm_conf": st.slurm_conf,
@@ -83,7 +102,13 @@ def status(spec_path: str | None, root: str | None, as_json: bool) -> None:
 @dir_option
 def env(root: str | None) -> None:
     """Print the export line for SLURM_CONF (use: eval "$(hase cluster env)"); exit 1 when
-    there is no cluster there (its slurm.conf is missing)."""
+    there is no cluster there (its slurm.conf is missing).
+
+    \b
+    Examples:
+      eval "$(hase cluster env)"           # then sinfo, sbatch, hsbatch use the local cluster
+      eval "$(hase cluster env --dir /tmp/hase-cluster)"
+    """
     paths = cluster_paths(root)
     if not paths.slurm_conf.is_file():
         where = f" --dir {shlex.quote(str(paths.root))}" if root else ""

@@ -31,7 +31,14 @@ def gpu() -> None:
 @click.option("--node", default=None, help="Node name for --gres (default: this host's name).")
 @click.option("--no-mps", is_flag=True, help="With --gres: leave out the Name=mps line.")
 def probe_cmd(as_json: bool, gres: bool, node: str | None, no_mps: bool) -> None:
-    """List real NVIDIA GPUs (fails clearly when there is no driver)."""
+    """List real NVIDIA GPUs (fails clearly when there is no driver).
+
+    \b
+    Examples:
+      hase gpu probe                       # index, type key, name, memory, MPS
+      hase gpu probe --json
+      hase gpu probe --gres --node gpu-a100-01   # gres.conf + slurm.conf lines for this node
+    """
     result = probe_mod.probe()
     if gres:
         name = node or socket.gethostname().split(".")[0]
@@ -76,7 +83,14 @@ def mps() -> None:
               help="Whether the epilog keeps the job's MPS log directory.")
 def render_cmd(out_dir: Path, on_failure: str, pipe_dir: str, log_dir: str, mps_control: str,
                log_file: str, no_syslog: bool, start_timeout_s: int, keep_logs: bool) -> None:
-    """Render the MPS prolog/epilog scripts for slurm.conf Prolog=/Epilog=."""
+    """Render the MPS prolog/epilog scripts for slurm.conf Prolog=/Epilog=.
+
+    \b
+    Examples:
+      hase gpu mps render --out /etc/slurm/hase
+      hase gpu mps render --out /etc/slurm/hase --on-failure ignore --log-file /var/log/hase-mps.log
+      (docs/mps.md: slurm.conf lines, the SPANK plugin, what a failure does)
+    """
     try:
         config = MpsConfig(pipe_dir=pipe_dir, log_dir=log_dir, on_failure=on_failure,
                            mps_control=mps_control, log_file=log_file, syslog=not no_syslog,

@@ -46,7 +46,14 @@ def model() -> None:
               help="SQLite file to record the model as a new version.")
 @click.option("--note", default="", help="Free text stored with the model.")
 def train_cmd(data: tuple[str, ...], out: str, registry: str | None, note: str) -> None:
-    """Train P50/P90 models on measurement CSVs."""
+    """Train P50/P90 models on measurement CSVs (the canonical columns: docs/predictor.md).
+
+    \b
+    Examples:
+      hase model train --data slurm_hase/data/train_shipped.csv --data site.csv \\
+                       --out site-model.json --registry models.sqlite --note 'with our A40s'
+      hsbatch --hase-predictor=site-model.json job.sh   # or HASE_PREDICTOR=site-model.json
+    """
     from slurm_hase.predict.dataset import read_many
     from slurm_hase.predict.train import train
 
@@ -78,7 +85,14 @@ def evaluate_cmd(data: tuple[str, ...], split: str | None, model_path: str | Non
     """MAPE overall and per GPU type / model.
 
     --split cross-validates (ours and, unless --no-baseline, the HASE-style baseline, both
-    retrained per fold); --model scores one trained model as it is (no baseline)."""
+    retrained per fold); --model scores one trained model as it is (no baseline).
+
+    \b
+    Examples:
+      hase model evaluate --data site.csv --split leave-one-gpu-out
+      hase model evaluate --data site.csv --model shipped      # the packaged model on your data
+      hase model evaluate --data site.csv --model site-model.json --json
+    """
     from slurm_hase.predict.dataset import read_many
     from slurm_hase.predict.evaluate import cross_validate, predict_rows, score
     from slurm_hase.predict.modelfile import load_predictor
@@ -137,7 +151,15 @@ def predict_cmd(model_file: str | None, model_name: str | None, gflops: float | 
                 params: float | None, batch_size: int | None, precision: str, mode: str, gpus: int,
                 iterations: int | None, corunners: tuple[float, ...], gpu_types: tuple[str, ...],
                 spec: str | None, as_json: bool) -> None:
-    """Predicted iteration time (P50/P90) per GPU type for one workload."""
+    """Predicted iteration time (P50/P90) per GPU type for one workload.
+
+    \b
+    Examples:
+      hase model predict --model resnet50 --batch-size 64 --precision fp16
+      hase model predict --model bert-base --batch-size 32 --iterations 20000 --gpu a100 --gpu v100
+      hase model predict --gflops 390 --params 25 --batch-size 32 --corunner 120   # MPS-shared
+      hase model predict --spec 'model=resnet50 bs=64 iters=1000' --json
+    """
     from slurm_hase.predict.catalog import gpu_keys
     from slurm_hase.predict.descriptor import WorkloadDescriptor
     from slurm_hase.predict.modelfile import load_predictor
@@ -206,7 +228,14 @@ def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
               max_ratio: float) -> None:
     """Add finished jobs' real runtimes (sacct + descriptor in the comment) and retrain.
 
-    Fails, leaving every output as it was, when no job gives a usable row."""
+    Fails, leaving every output as it was, when no job gives a usable row.
+
+    \b
+    Examples:
+      hase model refit --data slurm_hase/data/train_shipped.csv --since now-30days \\
+                       --out site-model.json --registry models.sqlite
+      hase model refit --data site.csv --sacct-json saved.json --out site-model.json --save-rows site-jobs.csv
+    """
     from slurm_hase.predict.dataset import read_many
     from slurm_hase.predict.modelfile import load_predictor
     from slurm_hase.predict.refit import harvest, refit
@@ -277,7 +306,12 @@ def _store(pred: Predictor, out: str, registry: str | None, note: str, msg: str,
 @model.command("versions")
 @click.option("--registry", required=True, type=click.Path(dir_okay=False, exists=True))
 def versions_cmd(registry: str) -> None:
-    """List stored model versions."""
+    """List stored model versions.
+
+    \b
+    Examples:
+      hase model versions --registry models.sqlite
+    """
     from slurm_hase.predict.registry import ModelRegistry
 
     for v in ModelRegistry(registry).versions():
@@ -291,7 +325,13 @@ def versions_cmd(registry: str) -> None:
 @click.option("--all-sources", is_flag=True,
               help="Include Sia clusters whose data has no license (local use only).")
 def export_cmd(shared: str, out: str, all_sources: bool) -> None:
-    """Write public measurement sets as one canonical CSV."""
+    """Write public measurement sets as one canonical CSV.
+
+    \b
+    Examples:
+      hase model export-data --shared ../shared/data --out train.csv   # the shipped sources
+      hase model export-data --shared ../shared/data --out all.csv --all-sources
+    """
     from slurm_hase.predict.dataset import write_csv
     from slurm_hase.predict.loaders import load_sia, shipped_rows
 
@@ -303,7 +343,12 @@ def export_cmd(shared: str, out: str, all_sources: bool) -> None:
 
 @model.command("gpus")
 def gpus_cmd() -> None:
-    """List the GPU catalog."""
+    """List the GPU catalog.
+
+    \b
+    Examples:
+      hase model gpus
+    """
     from slurm_hase.predict.catalog import catalog
 
     for s in catalog().values():

@@ -154,7 +154,14 @@ def report() -> None:
 @_options
 def usage_cmd(since: str, until: str, accounts: str, weights: str, shares: str | None,
               input_path: Path | None, as_json: bool, plot_path: Path | None) -> None:
-    """GPU-hours by GPU type per account and user; jobs, pending now, never started, mean wait."""
+    """GPU-hours by GPU type per account and user; jobs, pending now, never started, mean wait.
+
+    \b
+    Examples:
+      hase report usage --since now-30days
+      hase report usage --since 2026-11-01 --until 2026-12-01 --account physics,chem --json
+      sacct --json -a -S now-7days > saved.json && hase report usage --input saved.json --plot usage.png
+    """
     rep = build_report(since, until, accounts, weights, shares, input_path)
     full = rep.as_dict()
     data = {k: full[k] for k in ("window", "gpu_types", "speed_weights", "defaulted_weights",
@@ -166,7 +173,14 @@ def usage_cmd(since: str, until: str, accounts: str, weights: str, shares: str |
 @_options
 def fairness_cmd(since: str, until: str, accounts: str, weights: str, shares: str | None,
                  input_path: Path | None, as_json: bool, plot_path: Path | None) -> None:
-    """Share of normalised GPU-hours vs entitlement per account, Jain's fairness index."""
+    """Share of normalised GPU-hours vs entitlement per account, Jain's fairness index.
+
+    \b
+    Examples:
+      hase report fairness                  # the last 7 days, shares from sacctmgr
+      hase report fairness --since now-30days --shares physics=2,chem=1 --weights none
+      hase report fairness --json --plot fairness.png
+    """
     rep = build_report(since, until, accounts, weights, shares, input_path)
     for warning in rep.warnings:
         click.echo(f"hase: warning: {warning}", err=True)

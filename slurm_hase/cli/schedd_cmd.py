@@ -81,7 +81,13 @@ def schedd() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable: name, summary, knobs with defaults.")
 def policies_cmd(as_json: bool) -> None:
     """List the scheduling policies with their knobs (defaults; set them under [policy.knobs]
-    in the daemon's config, or with `hase simulate --knob NAME=VALUE`)."""
+    in the daemon's config, or with `hase simulate --knob NAME=VALUE`).
+
+    \b
+    Examples:
+      hase schedd policies
+      hase schedd policies --json
+    """
     from slurm_hase.policy.registry import list_policies, policy_knobs
 
     rows = [(name, summary, dict(sorted(policy_knobs(name).items()))) for name, summary in list_policies()]
@@ -102,7 +108,19 @@ def policies_cmd(as_json: bool) -> None:
 @DB_OPT
 def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str | None,
             state_db: str | None) -> None:
-    """Observe -> decide -> act -> record, every interval."""
+    """Observe -> decide -> act -> record, every interval.
+
+    It sets only Nice and a GPU-type Features constraint on pending jobs (and requeues
+    opted-in jobs when the config turns requeue on); Slurm still starts every job.
+    `hase schedd reset` takes its attributes off again.
+
+    \b
+    Examples:
+      hase schedd run --once --dry-run --config /etc/slurm-hase/schedd.toml   # what it would do
+      hase schedd run --once --config /etc/slurm-hase/schedd.toml             # one real cycle
+      hase schedd run --config /etc/slurm-hase/schedd.toml   # as the systemd unit runs it
+      (docs/daemon.md: the config, the policies, what happens when slurmctld is down)
+    """
     check_slurm_conf(os.environ)
     from slurm_hase.daemon.cycle import CycleConfig
     from slurm_hase.daemon.estimator import DescriptorEstimator
@@ -181,7 +199,13 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
 @CONFIG_OPT
 @DB_OPT
 def status_cmd(as_json: bool, cycles: int, config_path: str | None, state_db: str | None) -> None:
-    """Recent cycles, jobs we hold attributes on, and the model in use."""
+    """Recent cycles, jobs we hold attributes on, and the model in use.
+
+    \b
+    Examples:
+      hase schedd status --config /etc/slurm-hase/schedd.toml
+      hase schedd status --json --cycles 50 --state-db /var/lib/slurm-hase/schedd.db
+    """
     cfg = _config(config_path, state_db)
     store = _existing_store(cfg)
     data = {"state_db": cfg.state_db, "policy": cfg.policy, "cycles": store.cycles(cycles),
@@ -212,7 +236,13 @@ def status_cmd(as_json: bool, cycles: int, config_path: str | None, state_db: st
 @CONFIG_OPT
 @DB_OPT
 def reset_cmd(dry_run: bool, config_path: str | None, state_db: str | None) -> None:
-    """Remove our Nice/Features from pending jobs we touched (user changes are kept)."""
+    """Remove our Nice/Features from pending jobs we touched (user changes are kept).
+
+    \b
+    Examples:
+      hase schedd reset --dry-run --config /etc/slurm-hase/schedd.toml   # list what it would undo
+      hase schedd reset --config /etc/slurm-hase/schedd.toml
+    """
     from slurm_hase.daemon.cycle import OwnedAttrs
     from slurm_hase.daemon.reset import reset_decisions
 
@@ -240,7 +270,13 @@ def reset_cmd(dry_run: bool, config_path: str | None, state_db: str | None) -> N
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None)
 def render_unit_cmd(config_path: str | None, user: str, slurm_conf: str | None,
                     exec_start: str | None, output: str | None) -> None:
-    """Print (or write) the systemd unit for the daemon."""
+    """Print (or write) the systemd unit for the daemon.
+
+    \b
+    Examples:
+      hase schedd render-unit --config /etc/slurm-hase/schedd.toml --slurm-conf /etc/slurm/slurm.conf \\
+          -o /etc/systemd/system/hase-schedd.service && systemctl daemon-reload
+    """
     from slurm_hase.daemon.unit import render_unit, write_unit
 
     cfg_path = config_path or "/etc/slurm-hase/schedd.toml"

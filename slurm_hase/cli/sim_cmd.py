@@ -102,7 +102,16 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str, 
              data_dir: Path | None, out: Path, checkpoint_share: float, requeue_overhead: float,
              hsbatch_slack: float, ledger_half_life: float, plots: bool, fmt: str,
              as_json: bool) -> None:
-    """Replay a real trace through POLICY on a simulated Slurm and write metrics and plots."""
+    """Replay a real trace through POLICY on a simulated Slurm and write metrics and plots.
+
+    \b
+    Examples:
+      hase simulate --trace philly --jobs 1000 --start 20000 --load 1.2 --policy fair --knob theta=0.2
+      hase simulate --trace my_trace.trace --cluster my_cluster.toml --policy hase --predictor model
+      hase simulate --trace gavel --policy fifo --out fifo-run   # the Slurm baseline, to compare
+      hase simulate --trace my_trace.trace --policy fair --no-plots --json | jq .metrics.avg_jct_s
+      (docs/simulator.md: trace and cluster formats, what the metrics mean)
+    """
     from slurm_hase.policy.registry import make_policy
     from slurm_hase.sim.cluster import load_cluster, uniform_cluster
     from slurm_hase.sim.engine import SimConfig
