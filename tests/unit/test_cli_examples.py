@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterator
+from pathlib import Path
 
 import click
 import pytest
@@ -16,6 +17,7 @@ from slurm_hase.errors import DescriptorError
 from slurm_hase.hsbatch.core import split_argv
 
 SHELL_OPERATORS = {"|", "||", "&&", ";", ">", ">>", "<"}
+COMMAND_PREFIXES = {"eval", "sudo", "time", "exec", "env", "nohup"}
 
 
 def leaf_commands() -> Iterator[tuple[list[str], click.Command]]:
@@ -48,19 +50,23 @@ def example_lines(text: str) -> list[str]:
 
 
 def invocations(line: str, program: str) -> list[list[str]]:
-    """The argument lists of each `program ...` on a shell line (inside $(...) too)."""
-    line = re.sub(r'"\$\((.*?)\)"', r" \1 ", line)
-    tokens = shlex.split(line, comments=True)
+    """The argument lists of each `program ...` (or `.venv/bin/program ...`) run on a shell
+    line: at the start of a command (after `eval`, `sudo`, `time` or VAR=value), inside
+    $(...) too; `ln -s .../hase /usr/local/bin/hase` runs ln, not hase."""
+    line = re.sub(r'"\$\((.*?)\)"', r" ; \1 ; ", line)
     found: list[list[str]] = []
     current: list[str] | None = None
-    for tok in tokens:
+    at_start = True
+    for tok in shlex.split(line, comments=True):
         if tok in SHELL_OPERATORS:
-            current = None
-        elif current is None and tok == program:
-            current = []
-            found.append(current)
+            current, at_start = None, True
         elif current is not None:
             current.append(tok)
+        elif at_start and (tok == program or tok.endswith("/" + program)):
+            current = []
+            found.append(current)
+        elif not (at_start and (tok in COMMAND_PREFIXES or re.fullmatch(r"\w+=\S*", tok))):
+            at_start = False
     return found
 
 
@@ -84,6 +90,27 @@ def check_parses(cmd: click.Command, args: list[str], where: str) -> None:
                 param.type.convert(v, param, ctx)
 
 
+def resolve(args: list[str], line: str) -> click.Command:
+    """The command `hase ARGS` runs; its own options must parse (check_parses)."""
+    target: click.Command = cli
+    sub = list(args)
+    ctx = click.Context(cli)
+    while isinstance(target, click.Group):
+        assert sub, f"{line}: a command group, not a command"
+        found = target.get_command(ctx, sub[0])
+        assert found is not None, f"{line}: no command {sub[0]!r}"
+        target, sub = found, sub[1:]
+    check_parses(target, sub, line)
+    return target
+
+
+def check_hsbatch(args: list[str], line: str) -> None:
+    try:
+        split_argv(args)
+    except DescriptorError as exc:  # pragma: no cover - the failure message
+        pytest.fail(f"{line}: {exc}")
+
+
 LEAVES = list(leaf_commands())
 
 
@@ -94,21 +121,44 @@ def test_help_has_examples_that_parse(path: list[str], cmd: click.Command) -> No
     own = 0
     for line in example_lines(text):
         for args in invocations(line, "hase"):
-            target: click.Command = cli
-            sub = list(args)
-            ctx = click.Context(cli)
-            while isinstance(target, click.Group):
-                found = target.get_command(ctx, sub[0])
-                assert found is not None, f"{line}: no command {sub[0]!r}"
-                target, sub = found, sub[1:]
-            check_parses(target, sub, line)
-            own += target is cmd
+            own += resolve(args, line) is cmd
         for args in invocations(line, "hsbatch"):
-            try:
-                split_argv(args)
-            except DescriptorError as exc:  # pragma: no cover - the failure message
-                pytest.fail(f"{line}: {exc}")
+            check_hsbatch(args, line)
     assert own >= 1, f"hase {' '.join(path)}: no example runs this command"
+
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
+
+
+def doc_command_lines(text: str) -> Iterator[str]:
+    """Shell lines in a Markdown file's code (fenced blocks and 4-space indented lines), with
+    continuations joined; synopsis lines ([--opt], (same options), diagrams) are left out."""
+    blocks = re.findall(r"```[a-z]*\n(.*?)```", text, re.S)
+    blocks.append("\n".join(line[4:] for line in text.splitlines() if line.startswith("    ")))
+    for block in blocks:
+        for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+            code = line.split(" #", 1)[0]
+            if re.search(r"\[-|\(same|\.\.\.|[\u2500-\u25ff]", code):
+                continue  # a synopsis or a diagram, not a command line
+            yield line
+
+
+def test_docs_show_command_lines() -> None:
+    """The check above has lines to check (a pattern that matched nothing would pass)."""
+    found = sum(len(invocations(line, "hase")) + len(invocations(line, "hsbatch"))
+                for doc in DOCS for line in doc_command_lines(doc.read_text()))
+    assert found >= 15
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])
+def test_command_lines_in_docs_parse(doc: Path) -> None:
+    """Every hase and hsbatch command line the docs show would be accepted as written."""
+    for line in doc_command_lines(doc.read_text()):
+        for args in invocations(line, "hase"):
+            resolve(args, f"{doc.name}: {line}")
+        for args in invocations(line, "hsbatch"):
+            check_hsbatch(args, f"{doc.name}: {line}")
 
 
 def test_checker_catches_a_bad_example() -> None:
@@ -126,3 +176,6 @@ def test_checker_catches_a_bad_example() -> None:
         check_parses(predict, ["--batch-size", "many"], "not a number")
     assert invocations('eval "$(hase cluster env --dir /x)" && sinfo', "hase") == [
         ["cluster", "env", "--dir", "/x"]]
+    assert invocations("ln -s /opt/bin/hase /usr/local/bin/hase", "hase") == []
+    assert invocations("HASE_SPEED_SLACK=0 .venv/bin/hsbatch -t 5 j.sh | cat", "hsbatch") == [
+        ["-t", "5", "j.sh"]]
