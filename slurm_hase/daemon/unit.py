@@ -34,6 +34,17 @@ def template_dirs(extra: str | Path | None = None) -> list[Path]:
     return dirs
 
 
+def docs_dirs() -> list[Path]:
+    """Where the docs are: the source tree, then the installed share/doc/slurm-hase."""
+    return [Path(__file__).resolve().parents[2] / "docs",
+            Path(sys.prefix) / "share" / "doc" / "slurm-hase"]
+
+
+def daemon_docs() -> Path | None:
+    """docs/daemon.md where this installation has it (None: installed without docs)."""
+    return next((d / "daemon.md" for d in docs_dirs() if (d / "daemon.md").is_file()), None)
+
+
 def _plain(name: str, value: str) -> str:
     if not value or value != value.strip() or not value.isprintable():  # newlines, tabs, NUL
         raise ConfigError(f"{name}: {value!r} cannot go into a unit file")
@@ -96,7 +107,7 @@ def render_unit(*, config_path: str, exec_start: str | None = None, user: str = 
                              autoescape=False)  # noqa: S701 - a unit file, not HTML
     beside = Path(sys.executable).parent / "hase"
     exec_cmd = exec_start or (str(beside) if beside.is_file() else "/usr/local/bin/hase")
-    docs = Path(__file__).resolve().parents[2] / "docs" / "daemon.md"
+    docs = daemon_docs()
     slurm_env = (environment_assignment("SLURM_CONF", _plain("slurm_conf", slurm_conf))
                  if slurm_conf else None)
     return env.get_template(UNIT_TEMPLATE).render(
@@ -104,7 +115,7 @@ def render_unit(*, config_path: str, exec_start: str | None = None, user: str = 
         exec_start=exec_word(_exec_path(exec_cmd), executable=True), user=check_user(user),
         slurm_conf_env=slurm_env,
         state_dir=_plain("state_dir", state_dir) if state_dir else None,
-        docs_path=urllib.parse.quote(str(docs)).replace("%", "%%"))
+        docs_path=urllib.parse.quote(str(docs)).replace("%", "%%") if docs else None)
 
 
 def write_unit(path: str | Path, text: str) -> None:

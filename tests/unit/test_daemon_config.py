@@ -75,3 +75,26 @@ def test_render_unit(tmp_path: Path) -> None:
     assert "[Install]" in text and "{{" not in text
     with pytest.raises(ConfigError, match="unit file"):
         render_unit(config_path="x", user="root\nExecStartPre=/bin/evil")
+
+
+def test_render_unit_documentation_points_at_a_file_that_exists(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Documentation= names daemon.md where this installation has it (the source tree here,
+    share/doc/slurm-hase in an installed one), and is left out where it has none."""
+    from urllib.parse import unquote
+
+    from slurm_hase.daemon import unit
+
+    text = render_unit(config_path=str(tmp_path / "s.toml"))
+    line = next(x for x in text.splitlines() if x.startswith("Documentation="))
+    assert Path(unquote(line.removeprefix("Documentation=file://"))).is_file()
+    installed = tmp_path / "share" / "doc" / "slurm-hase"
+    installed.mkdir(parents=True)
+    (installed / "daemon.md").write_text("# daemon\n")
+    monkeypatch.setattr(unit, "docs_dirs", lambda: [tmp_path / "no-checkout", installed])
+    assert f"Documentation=file://{installed / 'daemon.md'}\n" in render_unit(config_path="s.toml")
+    monkeypatch.setattr(unit, "docs_dirs", lambda: [tmp_path / "nowhere"])
+    bare = render_unit(config_path="s.toml")
+    assert "Documentation=" not in bare
+    assert "Description=slurm-hase scheduler daemon (hardware-aware, fair GPU placement)\n" \
+           "After=network-online.target" in bare
