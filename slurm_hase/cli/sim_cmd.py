@@ -54,7 +54,9 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
 
 
 @click.command(name="simulate")
-@click.option("--trace", required=True, help="Trace file, or philly / gavel / alibaba (../shared/data).")
+@click.option("--trace", required=True,
+              help="Trace file, or philly / gavel / alibaba: those traces in --data-dir (gavel "
+                   "also comes with the package).")
 @click.option("--trace-kind", type=click.Choice(["auto", "philly", "gavel", "alibaba"]), default="auto")
 @click.option("--cluster", "cluster_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Cluster spec TOML ([[nodes]] ...).")
@@ -78,7 +80,11 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
 @click.option("--load", type=_Finite(0.0, min_open=True), default=None,
               help="Rescale arrivals to this offered load (> 0; default: the trace's own).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              envvar="HASE_DATA_DIR", show_envvar=True,
+              help="The public data sets (sia/, gavel/, alibaba/; the project's shared/data) "
+                   "for the trace aliases and Gavel's throughputs (default: ../shared/data "
+                   "beside a checkout; the bundled Gavel files when absent).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("sim-out"),
               show_default=True)
 @click.option("--checkpoint-share", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,

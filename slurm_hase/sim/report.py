@@ -46,19 +46,28 @@ class TraceSetup:
     seed: int = 0
 
 
-def resolve_trace(name: str, data_dir: Path = DEFAULT_DATA) -> Path:
-    """A trace file, or one of the aliases philly/gavel/alibaba inside ../shared/data."""
-    if name in TRACE_ALIASES:
-        path = data_dir / TRACE_ALIASES[name]
-        if not path.is_file():
-            raise ConfigError(f"trace {name!r}: {path} not found (pass --data-dir or a file)")
-        return path
-    return Path(name)
-
-
 # The same file, bundled with the package (MIT; slurm_hase/data/PROVENANCE.md): a clone without
 # ../shared still simulates.
-BUNDLED_THROUGHPUTS = Path(__file__).resolve().parents[1] / "data" / "gavel_simulation_throughputs.json"
+PACKAGE_DATA = Path(__file__).resolve().parents[1] / "data"
+BUNDLED_THROUGHPUTS = PACKAGE_DATA / "gavel_simulation_throughputs.json"
+# Gavel's msr trace (MIT, byte for byte; slurm_hase/data/PROVENANCE.md): `--trace gavel` works
+# in a pip install. Philly (no license) and Alibaba (not bundled) need the data directory.
+BUNDLED_TRACES = {"gavel": PACKAGE_DATA / "gavel_msr_seed0_2869ce.trace"}
+
+
+def resolve_trace(name: str, data_dir: Path = DEFAULT_DATA) -> Path:
+    """A trace file, or one of the aliases philly/gavel/alibaba inside `data_dir` (a copy of the
+    shared data sets); `gavel` falls back to the copy bundled with the package (MIT)."""
+    if name in TRACE_ALIASES:
+        path = data_dir / TRACE_ALIASES[name]
+        if path.is_file():
+            return path
+        if name in BUNDLED_TRACES:
+            return BUNDLED_TRACES[name]
+        raise ConfigError(f"trace {name!r}: {TRACE_ALIASES[name]} is not in {data_dir} (pass "
+                          "--data-dir DIR, a copy of the public data sets with sia/, gavel/ and "
+                          "alibaba/ in it, or a trace file)")
+    return Path(name)
 
 
 def throughput_path(data_dir: Path = DEFAULT_DATA) -> Path:

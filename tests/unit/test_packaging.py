@@ -56,6 +56,7 @@ def test_wheel_installs_the_docs(wheel_names: set[str]) -> None:
 
 def test_wheel_carries_the_shipped_model_and_its_provenance(wheel_names: set[str]) -> None:
     for name in ("predictor.json", "train_shipped.csv", "gpu_catalog.csv", "PROVENANCE.md",
-                 "GAVEL_LICENSE"):
+                 "GAVEL_LICENSE", "gavel_simulation_throughputs.json",
+                 "gavel_msr_seed0_2869ce.trace"):
         assert f"slurm_hase/data/{name}" in wheel_names
     assert not any(n.startswith(("tests/", "bench/")) for n in wheel_names)

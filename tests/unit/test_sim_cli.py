@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from slurm_hase.cli.sim_cmd import simulate
@@ -118,6 +120,38 @@ def test_bundled_gavel_throughputs_are_the_shared_file_byte_for_byte(shared_data
 
     shared = shared_data / "gavel" / "simulation_throughputs.json"
     assert BUNDLED_THROUGHPUTS.read_bytes() == shared.read_bytes()
+
+
+def test_gavel_trace_alias_without_a_data_dir_uses_the_bundled_trace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pip install has no shared data: `--trace gavel` runs on the bundled msr trace, the
+    unbundled aliases name what is missing and where it was looked for (HASE_DATA_DIR too)."""
+    from slurm_hase.sim.report import BUNDLED_TRACES, resolve_trace
+
+    empty = tmp_path / "no-data"
+    empty.mkdir()
+    assert resolve_trace("gavel", empty) == BUNDLED_TRACES["gavel"]
+    provenance = (BUNDLED_TRACES["gavel"].parent / "PROVENANCE.md").read_text()
+    digest = hashlib.sha256(BUNDLED_TRACES["gavel"].read_bytes()).hexdigest()
+    assert f"`{BUNDLED_TRACES['gavel'].name}`" in provenance and digest in provenance
+    out = tmp_path / "out"
+    monkeypatch.setenv("HASE_DATA_DIR", str(empty))
+    res = CliRunner().invoke(simulate, ["--trace", "gavel", "--jobs", "30", "--policy", "fifo",
+                                        "--out", str(out), "--no-plots"])
+    assert res.exit_code == 0, res.output
+    assert json.loads((out / "fifo.json").read_text())["metrics"]["jobs"] == 30
+    res = CliRunner().invoke(simulate, ["--trace", "philly", "--out", str(out), "--no-plots"])
+    message = str(res.exception)  # a ConfigError: hase's main prints it as "hase: error: ..."
+    assert "sia/philly_jobs_sia.csv is not in" in message and str(empty) in message
+    assert "--data-dir" in message
+
+
+def test_bundled_gavel_trace_is_the_shared_file_byte_for_byte(shared_data: Path) -> None:
+    from slurm_hase.sim.report import BUNDLED_TRACES, TRACE_ALIASES, resolve_trace
+
+    shared = shared_data / TRACE_ALIASES["gavel"]
+    assert BUNDLED_TRACES["gavel"].read_bytes() == shared.read_bytes()
+    assert resolve_trace("gavel", shared_data) == shared  # the data dir's copy wins
 
 
 def test_simulate_json_prints_the_summary_file(tmp_path: Path, fixtures_dir: Path) -> None:
