@@ -6,7 +6,7 @@ import importlib
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,6 +96,7 @@ def build_report(since: str, until: str, accounts: str, weights: str, shares: st
         found = with_queue(found, inputs.queue, to_epoch(until, at))
     wanted = {a.strip() for a in accounts.split(",") if a.strip()}
     records = [r for r in found if not wanted or r.account in wanted]
+    _warn_missing_accounts(wanted, found, inputs.shares)
     if share_map is None:
         share_map = inputs.shares
     if share_map is not None and wanted:
@@ -112,6 +113,18 @@ def build_report(since: str, until: str, accounts: str, weights: str, shares: st
     if weight_map is None:
         return make(catalog_weights(types))
     return make(check_weights(weight_map, types))
+
+
+def _warn_missing_accounts(wanted: set[str], found: Sequence[AccountingRecord],
+                           known: Mapping[str, float] | None) -> None:
+    """A `hase: warning:` line per --account that has no job in the window (a typo, or a
+    quiet account), saying whether Slurm knows it at all; the report itself goes on."""
+    with_jobs = sorted({r.account for r in found})
+    for account in sorted(wanted - set(with_jobs)):
+        why = ("is not an account Slurm knows" if known is not None and account not in known
+               else "has no jobs in this window")
+        click.echo(f"hase: warning: --account {account} {why} (accounts with jobs: "
+                   f"{', '.join(with_jobs) or 'none'})", err=True)
 
 
 def _options(func: Callable[..., None]) -> Callable[..., None]:

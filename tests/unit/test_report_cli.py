@@ -186,3 +186,29 @@ def test_negative_share_is_refused(capture: Path) -> None:
     res = _invoke("fairness", "--input", str(capture), "--shares", "teama=2,teamb=-1")
     assert isinstance(res.exception, ConfigError)
     assert str(res.exception).startswith("bad --shares item 'teamb=-1' in 'teama=2,teamb=-1': ")
+
+
+class KnownAccountsBackend(FakeBackend):
+    def account_shares(self) -> dict[str, float]:
+        return {"a": 1.0, "quiet": 1.0}
+
+
+def test_account_without_jobs_is_warned_about_not_silently_empty(
+        monkeypatch: pytest.MonkeyPatch, capture: Path) -> None:
+    """--account with a typo or a quiet account still reports, with a warning that says which
+    (sacctmgr knows the account or not) and the accounts that do have jobs."""
+    monkeypatch.setattr(report_cmd, "_backend", lambda: KnownAccountsBackend())
+    res = CliRunner().invoke(cli, ["report", "usage", "--since", "bogus", "--account",
+                                   "a,quiet,typo", "--weights", "none"])
+    assert res.exit_code == 0, res.output
+    assert ("hase: warning: --account quiet has no jobs in this window (accounts with jobs: a)"
+            in res.stderr)
+    assert ("hase: warning: --account typo is not an account Slurm knows (accounts with jobs: a)"
+            in res.stderr)
+    assert "--account a " not in res.stderr and "a " in res.stdout
+    saved = CliRunner().invoke(cli, ["report", "fairness", "--input", str(capture), "--account",
+                                     "nosuch", "--weights", "none"])
+    assert saved.exit_code == 0
+    assert "--account nosuch has no jobs in this window" in saved.stderr  # no sacctmgr to ask
+    clean = CliRunner().invoke(cli, ["report", "usage", "--input", str(capture)])
+    assert "warning" not in clean.stderr
