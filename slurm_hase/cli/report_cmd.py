@@ -18,7 +18,12 @@ from slurm_hase.errors import ConfigError, SlurmError
 from slurm_hase.reports.fairness import FairnessReport, fairness_report
 from slurm_hase.reports.format import fairness_table, usage_table
 from slurm_hase.reports.queue import with_queue
-from slurm_hase.reports.weights import catalog_weights, check_weights, parse_weights
+from slurm_hase.reports.weights import (
+    catalog_weights,
+    check_weights,
+    parse_pairs,
+    parse_weights,
+)
 from slurm_hase.reports.window import to_epoch, window
 from slurm_hase.slurm.types import AccountingRecord, Job
 
@@ -75,13 +80,7 @@ def _from_file(path: Path) -> Inputs:
 
 def _shares(text: str) -> dict[str, float]:
     """--shares a=2,b=1; ConfigError names the bad item (shares are numbers >= 0)."""
-    for item in filter(None, (p.strip() for p in text.split(","))):
-        try:
-            parse_weights(item)
-        except ConfigError:
-            raise ConfigError(f"bad --shares item {item!r} in {text!r}: "
-                              "expected ACCOUNT=NUMBER (>= 0), e.g. teama=2") from None
-    return parse_weights(text)
+    return parse_pairs(text, what="--shares item", key="ACCOUNT", example="teama=2")
 
 
 def build_report(since: str, until: str, accounts: str, weights: str, shares: str | None,

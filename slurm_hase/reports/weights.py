@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Collection, Iterable, Mapping
 from types import ModuleType
 
@@ -10,19 +11,28 @@ from slurm_hase.errors import ConfigError, HaseError, UnknownGpuError
 from slurm_hase.reports.fairness import MPS_UNKNOWN, UNTYPED
 
 
-def parse_weights(text: str) -> dict[str, float]:
-    """"a100=1,v100=0.4" -> {"a100": 1.0, "v100": 0.4}; ConfigError names the bad item."""
+def parse_pairs(text: str, *, what: str = "weight", key: str = "TYPE",
+                example: str = "a100=1.0") -> dict[str, float]:
+    """"a100=1,v100=0.4" -> {"a100": 1.0, "v100": 0.4}: KEY=NUMBER items, numbers finite and
+    >= 0; ConfigError names the bad item, the whole value and the expected form."""
     out: dict[str, float] = {}
     for item in filter(None, (p.strip() for p in text.split(","))):
-        key, sep, value = item.partition("=")
+        name, sep, value = item.partition("=")
         try:
-            weight = float(value)
+            number = float(value)
         except ValueError:
-            weight = -1.0
-        if not sep or not key.strip() or weight < 0:
-            raise ConfigError(f"bad weight {item!r}: expected TYPE=NUMBER (>= 0), e.g. a100=1.0")
-        out[key.strip()] = weight
+            number = -1.0
+        if not sep or not name.strip() or not (math.isfinite(number) and number >= 0):
+            where = f" in {text!r}" if item != text.strip() else ""
+            raise ConfigError(f"bad {what} {item!r}{where}: expected {key}=NUMBER (>= 0), "
+                              f"e.g. {example}")
+        out[name.strip()] = number
     return out
+
+
+def parse_weights(text: str) -> dict[str, float]:
+    """--weights "a100=1,v100=0.4" -> {"a100": 1.0, "v100": 0.4}."""
+    return parse_pairs(text)
 
 
 def _catalog() -> ModuleType | None:

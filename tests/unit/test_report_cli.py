@@ -185,7 +185,10 @@ def test_shares_entitling_no_account_fall_back_to_hours(capture: Path, shares: s
 def test_negative_share_is_refused(capture: Path) -> None:
     res = _invoke("fairness", "--input", str(capture), "--shares", "teama=2,teamb=-1")
     assert isinstance(res.exception, ConfigError)
-    assert str(res.exception).startswith("bad --shares item 'teamb=-1' in 'teama=2,teamb=-1': ")
+    assert str(res.exception) == ("bad --shares item 'teamb=-1' in 'teama=2,teamb=-1': expected "
+                                  "ACCOUNT=NUMBER (>= 0), e.g. teama=2")
+    res = _invoke("fairness", "--input", str(capture), "--shares", "teama=nan")
+    assert str(res.exception).startswith("bad --shares item 'teama=nan': ")
 
 
 class KnownAccountsBackend(FakeBackend):

@@ -120,9 +120,12 @@ def test_window_parsing() -> None:
 
 def test_weights_parsing_and_catalog() -> None:
     assert parse_weights("a100=1, t4=0.2") == {"a100": 1.0, "t4": 0.2}
-    for bad in ("a100", "a100=x", "=1", "t4=-1"):
+    for bad in ("a100", "a100=x", "=1", "t4=-1", "t4=nan", "t4=inf"):
         with pytest.raises(ConfigError, match="bad weight"):
             parse_weights(bad)
+    with pytest.raises(ConfigError, match=r"^bad weight 't4=nan' in 'a100=1,t4=nan': expected "
+                                          r"TYPE=NUMBER \(>= 0\), e.g. a100=1.0$"):
+        parse_weights("a100=1,t4=nan")
     w = catalog_weights(["a100", "t4", "nonesuch"])
     assert "nonesuch" not in w  # left to the report, which weighs it 1 and says so
     assert 0 < w["t4"] < w["a100"] <= 1.0
