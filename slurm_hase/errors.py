@@ -101,6 +101,12 @@ class StoreError(HaseError):
     """The state store could not be read or written."""
 
 
+class DaemonRunningError(StoreError):
+    """Another `hase schedd run` holds the state store (one daemon per store)."""
+
+    exit_code = 3
+
+
 class GpuProbeError(HaseError):
     """This node's GPUs could not be probed (no NVIDIA driver, NVML failure)."""
 

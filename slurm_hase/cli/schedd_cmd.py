@@ -40,6 +40,15 @@ def _existing_store(cfg: DaemonConfig) -> StateStore:
     return StateStore(cfg.state_db)
 
 
+def _hold_store(state_db: str) -> None:
+    """Hold the state store exclusively until the command ends, however it ends (nothing for an
+    in-memory one); DaemonRunningError naming the pid while another daemon holds it."""
+    from slurm_hase.store.lock import StoreLock
+
+    if state_db != ":memory:":
+        click.get_current_context().call_on_close(StoreLock(state_db).close)
+
+
 def _model_info(model: dict[str, Any] | None) -> dict[str, Any] | None:
     """The stored model row with its `info` JSON text decoded (left as text if it is not JSON)."""
     if model is None or not isinstance(model.get("info"), str):
@@ -137,6 +146,10 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
         cfg = replace(cfg, dry_run=True)
     if interval is not None:
         cfg = replace(cfg, interval_s=interval)
+    # one daemon per store, held until this process ends; a dry run changes nothing and may
+    # look on beside the running daemon
+    if not cfg.dry_run:
+        _hold_store(cfg.state_db)
     setup_logging(cfg.log_format, cfg.log_level)
     backend, clock = _backend(), WallClock()
     _preflight(backend, cfg)
@@ -249,6 +262,9 @@ def reset_cmd(dry_run: bool, config_path: str | None, state_db: str | None) -> N
     check_slurm_conf(os.environ)
     cfg = _config(config_path, state_db)
     store = _existing_store(cfg)
+    # a running daemon would put the attributes back at its next cycle: refuse while one runs
+    if not dry_run:
+        _hold_store(cfg.state_db)
     owned = {j: OwnedAttrs(n, f) for j, (n, f) in store.owned().items()}
     outcomes = reset_decisions(_backend(), owned, cfg.partitions, dry_run=dry_run)
     for o in outcomes:
