@@ -246,8 +246,10 @@ def _additions(
     try:
         rows, notes = _judge(req, desc, hopts, deps, io.env, slack)
     except Exception as exc:  # fail-open: predictor, model file or Slurm query broke
-        io.err.write(f"{WARN}{_why(exc)}; submitting as plain sbatch\n")
-        return []
+        # the description stands without a prediction: the daemon predicts with its own model
+        io.err.write(f"{WARN}{_why(exc)}; submitting without a GPU-type constraint"
+                     f"{' (the description is attached)' if attach else ''}\n")
+        return ([f"--comment={comment}"] if attach else []) + head
     constraint, reason = plan.choose_constraint(rows) if constrain else (None, None)
     if reason and constrain:
         notes.append(reason)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,12 +178,21 @@ def unreachable(runner: Runner) -> tuple[list[Node], list[Partition]]:
 
 @pytest.mark.parametrize(("pred", "clus"), [(boom_predictor, cluster), (no_module, cluster),
                                             (fake_predictor, unreachable)])
-def test_fail_open_submits_as_sbatch(tmp_path: Path, pred, clus) -> None:  # type: ignore[no-untyped-def]
-    s = script(tmp_path, "#SBATCH --gres=gpu:1 -t 5\n#HASE model=resnet50 iterations=100\n")
+def test_fail_open_submits_with_the_description_and_no_constraint(  # type: ignore[no-untyped-def]
+        tmp_path: Path, pred, clus) -> None:
+    s = script(tmp_path, "#SBATCH --gres=gpu:1 -t 5\n#HASE model=resnet50 iterations=100 "
+               "checkpoint=yes\n")
     r = hsbatch(["--hase-explain", "-J", "j", s], predictor=pred, cluster_fn=clus)
-    assert r.calls == [(["sbatch", "-J", "j", s], None)]
+    assert len(r.calls) == 1
+    argv = r.calls[0][0]
+    assert argv[-3:] == ["-J", "j", s] and "--requeue" in argv
+    assert not any(a.startswith("--constraint") for a in argv)
+    comments = [a for a in argv if a.startswith("--comment=")]
+    assert len(comments) == 1 and json.loads(comments[0].removeprefix("--comment="))["model"] \
+        == "resnet50"
     assert r.code == 0 and r.out == "Submitted batch job 7\n"
     assert r.err.count("\n") == 1 and r.err.startswith("hsbatch: warning:")
+    assert "without a GPU-type constraint (the description is attached)" in r.err
 
 
 def test_corrupt_model_file_fails_open(tmp_path: Path) -> None:
@@ -192,7 +202,8 @@ def test_corrupt_model_file_fails_open(tmp_path: Path) -> None:
     bad.write_text('{"format": "slurm-hase-predictor", "version": 1, "boost')
     s = script(tmp_path, "#SBATCH -G 1 -t 5\n#HASE model=resnet50 iterations=100\n")
     r = hsbatch([f"--hase-predictor={bad}", s], predictor=_load_predict)
-    assert r.calls == [(["sbatch", s], None)] and "predictor failed" in r.err
+    assert len(r.calls) == 1 and r.calls[0][0][-1] == s and "predictor failed" in r.err
+    assert not any(a.startswith("--constraint") for a in r.calls[0][0])
 
 
 def test_script_from_stdin_is_passed_exactly() -> None:
