@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import importlib
 import json
 import os
@@ -164,17 +165,32 @@ def report() -> None:
 
 @report.command(name="usage")
 @_options
+@click.option("--user", "users", default="",
+              help="Only these users' rows (comma list; 'me' = you) and their accounts' rows, "
+                   "which still count every user's jobs.")
 def usage_cmd(since: str, until: str, accounts: str, weights: str, shares: str | None,
-              input_path: Path | None, as_json: bool, plot_path: Path | None) -> None:
+              input_path: Path | None, as_json: bool, plot_path: Path | None,
+              users: str) -> None:
     """GPU-hours by GPU type per account and user; jobs, pending now, never started, mean wait.
 
     \b
     Examples:
       hase report usage --since now-30days
+      hase report usage --user me --since now-30days     # your jobs beside your accounts' totals
       hase report usage --since 2026-11-01 --until 2026-12-01 --account physics,chem --json
       sacct --json -a -S now-7days > saved.json && hase report usage --input saved.json --plot usage.png
     """
     rep = build_report(since, until, accounts, weights, shares, input_path)
+    wanted = {getpass.getuser() if u.strip() == "me" else u.strip()
+              for u in users.split(",") if u.strip()}
+    if wanted:
+        from slurm_hase.reports.fairness import only_users
+
+        with_jobs = sorted({u.user for u in rep.users if u.user})
+        for user in sorted(wanted - set(with_jobs)):
+            click.echo(f"hase: warning: --user {user} has no jobs in this window (users with "
+                       f"jobs: {', '.join(with_jobs) or 'none'})", err=True)
+        rep = only_users(rep, wanted)
     full = rep.as_dict()
     data = {k: full[k] for k in ("window", "gpu_types", "speed_weights", "defaulted_weights",
                                  "total_gpu_hours", "total_norm_gpu_hours", "accounts", "users")}

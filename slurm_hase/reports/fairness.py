@@ -8,7 +8,7 @@ share as a fraction of one GPU (``gres/mps=50`` = half a GPU with 100 shares per
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from slurm_hase.errors import ConfigError
@@ -228,3 +228,13 @@ def fairness_report(
         defaulted_weights=[t for t in types if t not in weights],
         warnings=warnings,
     )
+
+
+def only_users(report: FairnessReport, users: Iterable[str]) -> FairnessReport:
+    """The report as one user (or a few) sees it: their own rows, and the rows of the accounts
+    they ran jobs in, which still count every user's jobs (their share of the account)."""
+    wanted = set(users)
+    mine = [u for u in report.users if u.user in wanted]
+    accounts = {u.account for u in mine}
+    return replace(report, users=mine, accounts=[a for a in report.accounts
+                                                  if a.account in accounts])

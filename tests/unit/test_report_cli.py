@@ -215,3 +215,19 @@ def test_account_without_jobs_is_warned_about_not_silently_empty(
     assert "--account nosuch has no jobs in this window" in saved.stderr  # no sacctmgr to ask
     clean = CliRunner().invoke(cli, ["report", "usage", "--input", str(capture)])
     assert "warning" not in clean.stderr
+
+
+def test_usage_for_one_user(capture: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--user keeps that user's rows and their accounts' (whole) rows; 'me' is the caller."""
+    import getpass
+
+    monkeypatch.setattr(getpass, "getuser", lambda: "root")  # the user of the capture's jobs
+    every = json.loads(_invoke("usage", "--input", str(capture), "--json").stdout)
+    res = CliRunner().invoke(cli, ["report", "usage", "--input", str(capture), "--json",
+                                   "--user", "me"])
+    assert res.exit_code == 0 and res.stderr == ""
+    assert json.loads(res.stdout)["accounts"] == every["accounts"]
+    none = CliRunner().invoke(cli, ["report", "usage", "--input", str(capture), "--user", "zed"])
+    assert none.exit_code == 0
+    assert none.stderr == "hase: warning: --user zed has no jobs in this window (users with jobs: root)\n"
+    assert "teama" not in none.stdout

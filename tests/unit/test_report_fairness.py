@@ -184,3 +184,20 @@ def test_check_weights_against_data_and_catalog() -> None:
     with pytest.raises(ConfigError, match=r"unknown GPU type 'x200'; did you mean h200.*\(GPU types in the "
                                           r"report: a100, site-gpu, untyped\)"):
         check_weights({"a100": 1, "x200": 0.5}, data)
+
+
+def test_only_users_keeps_their_rows_and_their_accounts_whole() -> None:
+    from slurm_hase.reports.fairness import only_users
+
+    rep = fairness_report([rec("1", "phys", "ann", {"a100": 1}, 3600),
+                           rec("2", "phys", "bob", {"a100": 2}, 3600),
+                           rec("3", "chem", "cat", {"a100": 1}, 3600),
+                           rec("4", "chem", "ann", {"a100": 1}, 7200)])
+    mine = only_users(rep, ["ann"])
+    assert sorted((u.account, u.user) for u in mine.users) == [("chem", "ann"), ("phys", "ann")]
+    hours = {a.account: a.total_gpu_hours for a in mine.accounts}
+    assert hours == {"phys": 3.0, "chem": 3.0}  # every user's jobs in those accounts
+    assert mine.total_gpu_hours == rep.total_gpu_hours
+    only_bob = only_users(rep, ["bob"])
+    assert [a.account for a in only_bob.accounts] == ["phys"]
+    assert only_users(rep, ["nobody"]).accounts == []
