@@ -219,9 +219,12 @@ def status_cmd(as_json: bool, cycles: int, config_path: str | None, state_db: st
       hase schedd status --config /etc/slurm-hase/schedd.toml
       hase schedd status --json --cycles 50 --state-db /var/lib/slurm-hase/schedd.db
     """
+    from slurm_hase.store.lock import holder
+
     cfg = _config(config_path, state_db)
     store = _existing_store(cfg)
     data = {"state_db": cfg.state_db, "policy": cfg.policy, "cycles": store.cycles(cycles),
+            "daemon_pid": holder(cfg.state_db) if cfg.state_db != ":memory:" else None,
             "owned_jobs": len(store.owned()), "model": _model_info(store.latest_model()),
             "usage": (store.latest_usage() or {}).get("usage", {}),
             "last_observed": store.last_observed()}
@@ -229,6 +232,9 @@ def status_cmd(as_json: bool, cycles: int, config_path: str | None, state_db: st
         click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
         return
     click.echo(f"state store: {cfg.state_db}   policy (config): {cfg.policy}")
+    pid = data["daemon_pid"]
+    click.echo("daemon: not running on this store" if pid is None
+               else f"daemon: running (pid {pid})" if pid else "daemon: running")
     seen = data["last_observed"]
     if seen is not None:
         ago = max(time.time() - seen, 0.0)

@@ -4,6 +4,7 @@ the daemon is stopped (SIGTERM, as systemctl stop does) the store is free again.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -37,6 +38,8 @@ def test_second_daemon_and_reset_are_refused_while_one_runs(
             assert daemon.poll() is None, daemon.stderr.read() if daemon.stderr else ""
             assert time.monotonic() < deadline, "the daemon recorded no cycle in 60 s"
             time.sleep(0.5)
+        status = json.loads(_hase("schedd", "status", "--json", *common, env=env).stdout)
+        assert status["daemon_pid"] == daemon.pid
         second = _hase("schedd", "run", "--once", *common, env=env)
         assert second.returncode == 3, second.stderr
         assert f"another hase schedd (pid {daemon.pid}) is running on {db}" in second.stderr
@@ -49,5 +52,7 @@ def test_second_daemon_and_reset_are_refused_while_one_runs(
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(timeout=60)
     assert daemon.returncode == 0
+    assert json.loads(_hase("schedd", "status", "--json", *common, env=env).stdout)[
+        "daemon_pid"] is None
     after = _hase("schedd", "run", "--once", *common, env=env)
     assert after.returncode == 0, after.stderr

@@ -3,6 +3,7 @@ refusals (`schedd run` and `schedd reset` while a daemon runs; dry runs may look
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -110,3 +111,21 @@ def test_reset_refuses_while_a_daemon_runs_and_dry_run_still_lists(
     done = CliRunner().invoke(cli, ["schedd", "reset", "--state-db", str(db)])
     assert done.exit_code == 0, done.output
     assert "9: reset" in done.output and backend.updates
+
+
+def test_status_says_whether_a_daemon_runs_on_the_store(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    StateStore(db).close()
+    for held in (False, True):
+        lock = StoreLock(db) if held else None
+        text = CliRunner().invoke(cli, ["schedd", "status", "--state-db", str(db)])
+        data = json.loads(CliRunner().invoke(
+            cli, ["schedd", "status", "--json", "--state-db", str(db)]).stdout)
+        if lock is not None:
+            lock.close()
+        line = text.stdout.splitlines()[1]
+        if held:
+            assert line == f"daemon: running (pid {os.getpid()})"
+            assert data["daemon_pid"] == os.getpid()
+        else:
+            assert line == "daemon: not running on this store" and data["daemon_pid"] is None
