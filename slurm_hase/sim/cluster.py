@@ -1,15 +1,18 @@
-"""Simulated cluster spec: the TOML shape of `hase cluster up`, plus `count = N` node groups.
+"""Simulated cluster spec: the TOML shape of `hase cluster up` (its spec file loads here as it
+is), plus `count = N` node groups and [billing].
 
     [[nodes]]
     name = "a100-[1-2]"      # or: count = 500 (names become <gpu_type>-<i>)
     gpu_type = "a100"        # resolved through the GPU catalog (close matches on a typo)
     gpus = 4
     features = ["a100", "ampere"]   # the canonical type is always added
-    mps = 100                # MPS units per GPU (default 100)
+    mps = 400                # the node's MPS count, as in Gres=gpu:a100:4,mps:400 (default
+                             # 100 per GPU); `hase cluster up`'s spec means the same
+    cpus = 8                 # (read by `hase cluster up` only; the simulator ignores them)
 
     [[partitions]]           # optional; default: one partition "gpu" with every node
     name = "gpu"
-    nodes = ["a100-[1-2]"]
+    nodes = "ALL"            # or a hostlist "a100-[1-2],t4-1", or a list of them
 
     [[accounts]]             # optional; sacctmgr-like shares (default 1.0 each)
     name = "vc-6214e9"
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +44,7 @@ class NodeSpec:
     gpus: int
     features: tuple[str, ...]
     partitions: tuple[str, ...]
-    mps: int = 100
+    mps: int = 100  # MPS units per GPU: the node's Gres mps count / its GPUs
 
 
 @dataclass(frozen=True)
@@ -113,43 +116,21 @@ def parse_cluster(data: Mapping[str, Any], where: str = "cluster") -> ClusterSpe
     groups = data.get("nodes")
     if not isinstance(groups, list) or not groups:
         raise ConfigError(f"{where}: needs at least one [[nodes]] table")
+    nodes = [node for i, g in enumerate(groups) for node in _node_group(g, f"{where}: nodes[{i}]")]
+    names = [n.name for n in nodes]
+    if dupes := sorted({n for n in names if names.count(n) > 1}):
+        raise ConfigError(f"{where}: duplicate node {dupes[0]!r}")
     part_of: dict[str, list[str]] = {}
     for i, p in enumerate(data.get("partitions", []) or []):
         if not isinstance(p, dict) or not isinstance(p.get("name"), str):
             raise ConfigError(f"{where}: partitions[{i}].name missing")
-        for expr in p.get("nodes", []):
-            for name in expand_names(str(expr)):
-                part_of.setdefault(name, []).append(p["name"])
-    nodes: list[NodeSpec] = []
-    seen: set[str] = set()
-    for i, g in enumerate(groups):
-        here = f"{where}: nodes[{i}]"
-        if not isinstance(g, dict):
-            raise ConfigError(f"{here}: not a table")
-        gtype = canonical_type(str(g.get("gpu_type", "")), f"{here}.gpu_type")
-        gpus = g.get("gpus", 0)
-        mps = g.get("mps", 100)
-        if not isinstance(gpus, int) or gpus <= 0:
-            raise ConfigError(f"{here}.gpus: must be a positive integer")
-        if not isinstance(mps, int) or mps <= 0:
-            raise ConfigError(f"{here}.mps: must be a positive integer")
-        if "count" in g:
-            count = g["count"]
-            if not isinstance(count, int) or count <= 0:
-                raise ConfigError(f"{here}.count: must be a positive integer")
-            prefix = str(g.get("name", gtype)).split("[")[0].rstrip("-")
-            names = [f"{prefix}-{k}" for k in range(1, count + 1)]
-        elif isinstance(g.get("name"), str):
-            names = expand_names(g["name"])
-        else:
-            raise ConfigError(f"{here}: needs name or count")
-        feats = tuple(dict.fromkeys([gtype, *[str(f).lower() for f in g.get("features", [])]]))
-        for name in names:
-            if name in seen:
-                raise ConfigError(f"{here}: duplicate node {name!r}")
-            seen.add(name)
-            parts = tuple(part_of.get(name, ["gpu"]))
-            nodes.append(NodeSpec(name, gtype, gpus, feats, parts, mps))
+        try:  # "ALL", a hostlist or a list of them, as `hase cluster up` reads it
+            members = hostlist.members(p.get("nodes", "ALL"), names)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: partitions[{i}].nodes: {exc}") from None
+        for name in members:
+            part_of.setdefault(name, []).append(p["name"])
+    nodes = [replace(n, partitions=tuple(part_of.get(n.name, ["gpu"]))) for n in nodes]
     shares: dict[str, float] = {}
     for i, a in enumerate(data.get("accounts", []) or []):
         try:
@@ -163,6 +144,33 @@ def parse_cluster(data: Mapping[str, Any], where: str = "cluster") -> ClusterSpe
         except (TypeError, ValueError):
             raise ConfigError(f"{where}: billing.{raw}: not a number") from None
     return ClusterSpec(tuple(nodes), shares, billing)
+
+
+def _node_group(g: object, here: str) -> list[NodeSpec]:
+    """The nodes of one [[nodes]] table (partitions filled in by the caller)."""
+    if not isinstance(g, dict):
+        raise ConfigError(f"{here}: not a table")
+    gtype = canonical_type(str(g.get("gpu_type", "")), f"{here}.gpu_type")
+    gpus = g.get("gpus", 0)
+    if not isinstance(gpus, int) or gpus <= 0:
+        raise ConfigError(f"{here}.gpus: must be a positive integer")
+    # the node's MPS count as slurm.conf writes it (Gres=...,mps:400): 100 per GPU by default
+    mps = g.get("mps", 100 * gpus)
+    if not isinstance(mps, int) or mps <= 0 or mps % gpus:
+        raise ConfigError(f"{here}.mps: the node's MPS count (as in Gres=...,mps:N) must be a "
+                          f"positive multiple of its {gpus} GPUs, e.g. {100 * gpus}")
+    if "count" in g:
+        count = g["count"]
+        if not isinstance(count, int) or count <= 0:
+            raise ConfigError(f"{here}.count: must be a positive integer")
+        prefix = str(g.get("name", gtype)).split("[")[0].rstrip("-")
+        names = [f"{prefix}-{k}" for k in range(1, count + 1)]
+    elif isinstance(g.get("name"), str):
+        names = expand_names(g["name"])
+    else:
+        raise ConfigError(f"{here}: needs name or count")
+    feats = tuple(dict.fromkeys([gtype, *[str(f).lower() for f in g.get("features", [])]]))
+    return [NodeSpec(name, gtype, gpus, feats, ("gpu",), mps // gpus) for name in names]
 
 
 def load_cluster(path: Path) -> ClusterSpec:

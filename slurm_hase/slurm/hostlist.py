@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
@@ -80,3 +81,22 @@ def compress(names: list[str]) -> str:
         spans.append(f"{start}" if start == prev else f"{start}-{prev}")
         out.append(f"{prefix}[{','.join(spans)}]")
     return ",".join(out)
+
+
+def members(value: object, all_names: Sequence[str]) -> list[str]:
+    """The nodes a partition's `nodes` names, in a cluster spec: "ALL", a hostlist string
+    ("a100-[1-2],t4-1") or a list of them. ValueError says what is wrong (a bad expression,
+    a node not in `all_names`, or another kind of value)."""
+    if value == "ALL":
+        return list(all_names)
+    if isinstance(value, str):
+        exprs = [value]
+    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+        exprs = list(value)
+    else:
+        raise ValueError(f'expected "ALL", a hostlist string or a list of them, got {value!r}')
+    names = [n for expr in exprs for n in expand(expr)]
+    known = set(all_names)
+    if unknown := sorted({n for n in names if n not in known}):
+        raise ValueError(f"unknown nodes {', '.join(unknown)}")
+    return names

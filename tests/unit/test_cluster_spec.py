@@ -77,3 +77,15 @@ def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
         cluster = LocalCluster(spec, ClusterPaths(tmp_path))
         with pytest.raises(ClusterError, match=r"port 23817 \(wanted by slurmctld\) is already in use"):
             cluster._check_ports({})
+
+
+def test_partition_nodes_may_be_a_list_as_the_simulator_reads_them() -> None:
+    doc = {"nodes": [{"name": "a100-[1-2]", "gpu_type": "a100", "gpus": 4},
+                     {"name": "t4-1", "gpu_type": "t4", "gpus": 4}],
+           "partitions": [{"name": "gpu"}, {"name": "mixed", "nodes": ["a100-2", "t4-1"]}]}
+    spec = parse_spec(doc)
+    assert [(p.name, p.nodes) for p in spec.partitions] == [("gpu", "ALL"),
+                                                            ("mixed", "a100-2,t4-1")]
+    doc["partitions"] = [{"name": "gpu", "nodes": ["a100-9"]}]
+    with pytest.raises(ConfigError, match=r"partitions\[0\]\.nodes: unknown nodes a100-9"):
+        parse_spec(doc)

@@ -66,3 +66,46 @@ def test_uniform_cluster() -> None:
     spec = uniform_cluster({"k80": 10, "v100": 8}, gpus_per_node=4)
     assert spec.gpus_by_type == {"k80": 10, "v100": 8}
     assert [n.gpus for n in spec.nodes if n.gpu_type == "k80"] == [4, 4, 2]
+
+
+def test_the_local_clusters_spec_loads_as_it_is() -> None:
+    """One shape: `hase cluster up`'s spec file (partitions "ALL" and a hostlist string, mps as
+    the node's Gres count, cpus/ports the simulator ignores) is a cluster the simulator runs."""
+    from slurm_hase.slurm.localcluster import spec as local
+
+    path = Path(local.__file__).with_name("default_cluster.toml")
+    sim, real = load_cluster(path), local.load_spec(path)
+    assert [n.name for n in sim.nodes] == real.node_names
+    assert sim.gpus_by_type == {"a100": 8, "t4": 8, "v100": 8}
+    by_name = {n.name: n for n in sim.nodes}
+    assert by_name["t4-1"].partitions == ("gpu", "debug")
+    assert by_name["a100-1"].partitions == ("gpu",)
+    assert by_name["a100-1"].features == ("a100", "ampere")
+    group = next(g for g in real.node_groups if g.gpu_type == "a100")
+    assert group.mps == 400 and by_name["a100-1"].mps == 100  # 400 over 4 GPUs
+    assert sim.shares == {a.name: float(a.shares) for a in real.accounts}
+
+
+@pytest.mark.parametrize(("nodes", "expect"), [
+    ('"ALL"', ["a-1", "a-2", "b-1"]),
+    ('"a-[1-2]"', ["a-1", "a-2"]),
+    ('["a-1", "b-1"]', ["a-1", "b-1"]),
+])
+def test_partition_nodes_forms(tmp_path: Path, nodes: str, expect: list[str]) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text('[[nodes]]\nname = "a-[1-2]"\ngpu_type = "t4"\ngpus = 2\n'
+                 '[[nodes]]\nname = "b-1"\ngpu_type = "t4"\ngpus = 2\n'
+                 f'[[partitions]]\nname = "p"\nnodes = {nodes}\n')
+    spec = load_cluster(p)
+    assert [n.name for n in spec.nodes if "p" in n.partitions] == expect
+
+
+def test_partition_naming_an_unknown_node_and_bad_mps_are_refused(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    node = '[[nodes]]\nname = "a-[1-2]"\ngpu_type = "t4"\ngpus = 4\n'
+    p.write_text(node + '[[partitions]]\nname = "p"\nnodes = "a-[1-3]"\n')
+    with pytest.raises(ConfigError, match=r"partitions\[0\]\.nodes: unknown nodes a-3"):
+        load_cluster(p)
+    p.write_text(node + "mps = 150\n")
+    with pytest.raises(ConfigError, match=r"mps: .*positive multiple of its 4 GPUs, e.g. 400"):
+        load_cluster(p)

@@ -141,19 +141,16 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>") -> ClusterSpec:
     partitions = []
     for i, raw in enumerate(_field(data, "partitions", list, source, [{"name": "gpu"}])):
         where = f"partitions[{i}]"
-        part = PartitionSpec(
+        nodes = raw.get("nodes", "ALL")
+        try:  # "ALL", a hostlist or a list of them (the simulator reads the same)
+            members = hostlist.members(nodes, all_names)
+        except ValueError as exc:
+            raise ConfigError(f"{where}.nodes: {exc}") from exc
+        partitions.append(PartitionSpec(
             name=_field(raw, "name", str, where),
-            nodes=_field(raw, "nodes", str, where, "ALL"),
+            nodes="ALL" if nodes == "ALL" else hostlist.compress(members),
             default=_field(raw, "default", bool, where, i == 0) if "default" in raw else i == 0,
-        )
-        if part.nodes != "ALL":
-            try:
-                unknown = set(hostlist.expand(part.nodes)) - set(all_names)
-            except ValueError as exc:
-                raise ConfigError(f"{where}.nodes: {exc}") from exc
-            if unknown:
-                raise ConfigError(f"{where}.nodes: unknown nodes {', '.join(sorted(unknown))}")
-        partitions.append(part)
+        ))
     accounts = []
     for i, raw in enumerate(_field(data, "accounts", list, source, [])):
         where = f"accounts[{i}]"
