@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import sys
 from pathlib import Path
@@ -62,8 +63,12 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
               help="Cluster spec TOML ([[nodes]] ...).")
 @click.option("--gpus", "gpus", default="k80=32,p100=32,v100=32", show_default=True,
               help="Without --cluster: GPUs per type, 4 per node.")
-@click.option("--policy", default="fifo", show_default=True, help="fifo, hase, fair, gavel.")
-@click.option("--knob", "knob", multiple=True, help="Policy knob NAME=VALUE (e.g. theta=0.2).")
+@click.option("--policy", "policies", multiple=True, default=["fifo"], show_default=True,
+              help="fifo, hase, fair, gavel; repeat it to compare policies on the same jobs "
+                   "(one table, ratios to the first, overlaid plots).")
+@click.option("--knob", "knob", multiple=True,
+              help="Policy knob NAME=VALUE (e.g. theta=0.2): set on every listed policy that "
+                   "has it; POLICY.NAME=VALUE for one policy.")
 @click.option("--predictor", type=click.Choice(["oracle", "model"]), default="oracle", show_default=True)
 @click.option("--interval", type=_Finite(1.0, 86400.0), default=60.0, show_default=True,
               help="Daemon cycle in simulated s (its interval_s, 1 to 86400).")
@@ -101,8 +106,8 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
 @click.option("--json", "as_json", is_flag=True,
               help="Print the run's summary (settings + metrics, as OUT/POLICY.json) on stdout "
                    "instead of the file list and the one-line summary.")
-def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str, policy: str,
-             knob: tuple[str, ...], predictor: str, interval: float, refresh: float | None,
+def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
+             policies: tuple[str, ...], knob: tuple[str, ...], predictor: str, interval: float, refresh: float | None,
              start: int,
              count: int | None, tile_to: int | None, load: float | None, seed: int,
              data_dir: Path | None, out: Path, checkpoint_share: float, requeue_overhead: float,
@@ -113,6 +118,7 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str, 
     \b
     Examples:
       hase simulate --trace philly --jobs 1000 --start 20000 --load 1.2 --policy fair --knob theta=0.2
+      hase simulate --trace gavel --policy fifo --policy hase --policy fair --knob fair.theta=0.5
       hase simulate --trace my_trace.trace --cluster my_cluster.toml --policy hase --predictor model
       hase simulate --trace gavel --policy fifo --out fifo-run   # the Slurm baseline, to compare
       hase simulate --trace my_trace.trace --policy fair --no-plots --json | jq .metrics.avg_jct_s
@@ -134,8 +140,11 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str, 
         write_outputs,
     )
 
-    knobs = _knobs(knob)
-    make_policy(policy, **knobs)  # an unknown policy or knob fails here, before any work
+    for name in policies:  # an unknown policy or knob fails here, before any work
+        make_policy(name)
+    per_policy = policy_knobs(policies, _knobs(knob))
+    for name in policies:
+        make_policy(name, **per_policy[name])
     data = data_dir or DEFAULT_DATA
     spec = load_cluster(cluster_path) if cluster_path is not None else uniform_cluster(
         _gpus(gpus), where="--gpus")
@@ -148,34 +157,111 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str, 
         click.echo(f"hase: warning: {sum(refused.values())} of {len(jobs)} jobs can never run on "
                    f"this cluster and are refused at submission (as sbatch would): "
                    f"{describe_refusals(refused)}", err=True)
-    config = SimConfig(policy=policy, knobs=knobs, interval_s=interval, predictor=predictor,
-                       refresh_s=SimConfig.refresh_s if refresh is None else refresh,
-                       checkpoint_share=checkpoint_share, requeue_overhead_s=requeue_overhead,
-                       hsbatch_slack=hsbatch_slack, ledger_half_life_s=ledger_half_life)
-    click.echo(f"simulating {len(jobs)} jobs on {spec.total_gpus} GPUs {spec.gpus_by_type} "
-               f"with {policy}", err=True)
-    with click.progressbar(length=len(jobs), label="jobs finished", file=sys.stderr) as bar:
-        from slurm_hase.sim.engine import simulate as run_sim
-        from slurm_hase.sim.metrics import compute
+    results: dict[str, Any] = {}
+    summaries: dict[str, Path] = {}
+    all_metrics: dict[str, dict[str, Any]] = {}
+    paths: list[Path] = []
+    for name in policies:
+        config = SimConfig(policy=name, knobs=per_policy[name], interval_s=interval,
+                           predictor=predictor,
+                           refresh_s=SimConfig.refresh_s if refresh is None else refresh,
+                           checkpoint_share=checkpoint_share, requeue_overhead_s=requeue_overhead,
+                           hsbatch_slack=hsbatch_slack, ledger_half_life_s=ledger_half_life)
+        click.echo(f"simulating {len(jobs)} jobs on {spec.total_gpus} GPUs {spec.gpus_by_type} "
+                   f"with {name}", err=True)
+        with click.progressbar(length=len(jobs), label=f"{name}: jobs finished",
+                               file=sys.stderr) as bar:
+            from slurm_hase.sim.engine import simulate as run_sim
+            from slurm_hase.sim.metrics import compute
 
-        result = run_sim(jobs, spec, table, config, progress=bar.update)
-        metrics = {**compute(result), "refused": refused_count(result)}
-    meta = {"trace": str(setup.path), **{k: v for k, v in dataclasses.asdict(setup).items() if k != "path"},
-            "policy": policy, "knobs": config.knobs, "predictor": predictor, "interval_s": interval,
-            "refresh_s": config.refresh_s,
-            "gpus_by_type": spec.gpus_by_type, "ledger_half_life_s": ledger_half_life,
-            "checkpoint_share": checkpoint_share, "hsbatch_slack": hsbatch_slack}
-    paths = write_outputs(out, policy, result, metrics, meta)
+            result = run_sim(jobs, spec, table, config, progress=bar.update)
+            metrics = {**compute(result), "refused": refused_count(result)}
+        meta = {"trace": str(setup.path),
+                **{k: v for k, v in dataclasses.asdict(setup).items() if k != "path"},
+                "policy": name, "knobs": config.knobs, "predictor": predictor,
+                "interval_s": interval, "refresh_s": config.refresh_s,
+                "gpus_by_type": spec.gpus_by_type, "ledger_half_life_s": ledger_half_life,
+                "checkpoint_share": checkpoint_share, "hsbatch_slack": hsbatch_slack}
+        written = write_outputs(out, name, result, metrics, meta)
+        results[name], summaries[name], all_metrics[name] = result, written[0], metrics
+        paths += written
     if plots:
         from slurm_hase.sim.plots import plot_runs
 
-        paths += plot_runs({policy: result}, out, fmt)
+        paths += plot_runs(results, out, fmt)
     if as_json:
-        click.echo(paths[0].read_text(), nl=False)  # the summary file, exactly
+        if len(policies) == 1:
+            click.echo(summaries[policies[0]].read_text(), nl=False)  # the summary file, exactly
+        else:
+            click.echo(json.dumps(comparison(policies, all_metrics), indent=2, sort_keys=True))
         return
     for path in paths:
         click.echo(str(path))
-    click.echo(f"avg JCT {metrics.get('avg_jct_s', 0) / 3600:.2f} h, p99 JCT "
-               f"{metrics.get('p99_jct_s', 0) / 3600:.2f} h, p99 rho {metrics.get('rho_p99', 0):.2f}, "
-               f"Jain {metrics.get('jain_accounts', 0):.3f} (per day "
-               f"{metrics.get('jain_accounts_1d', 0):.3f}), wall {result.wall_s:.1f} s")
+    for name in policies:
+        metrics = all_metrics[name]
+        click.echo(f"{name + ': ' if len(policies) > 1 else ''}"
+                   f"avg JCT {metrics.get('avg_jct_s', 0) / 3600:.2f} h, p99 JCT "
+                   f"{metrics.get('p99_jct_s', 0) / 3600:.2f} h, p99 rho "
+                   f"{metrics.get('rho_p99', 0):.2f}, Jain {metrics.get('jain_accounts', 0):.3f} "
+                   f"(per day {metrics.get('jain_accounts_1d', 0):.3f}), wall "
+                   f"{metrics.get('wall_s', 0):.1f} s")
+    if len(policies) > 1:
+        click.echo(comparison_table(policies, all_metrics))
+
+
+def policy_knobs(policies: tuple[str, ...], knobs: dict[str, float]) -> dict[str, dict[str, float]]:
+    """Each policy's knobs: POLICY.NAME goes to that policy, NAME to every listed policy with
+    such a knob. ConfigError for a policy listed twice, a POLICY not listed, or a NAME that no
+    listed policy has."""
+    from slurm_hase.policy.registry import make_policy
+    from slurm_hase.policy.registry import policy_knobs as known_knobs
+
+    if dupes := sorted({p for p in policies if policies.count(p) > 1}):
+        raise ConfigError(f"--policy {dupes[0]} given twice")
+    out: dict[str, dict[str, float]] = {p: {} for p in policies}
+    for key, value in knobs.items():
+        target, dot, knob = key.rpartition(".")
+        if dot:
+            if target not in out:
+                raise ConfigError(f"--knob {key}={value:g}: {target!r} is not a --policy here "
+                                  f"({', '.join(policies)})")
+            out[target][knob] = value
+            continue
+        having = [p for p in policies if knob in known_knobs(p)]
+        if not having and len(policies) == 1:
+            make_policy(policies[0], **{knob: value})  # its PolicyError lists the knobs
+        if not having:
+            listed = "; ".join(f"{p}: {', '.join(sorted(known_knobs(p))) or 'none'}"
+                               for p in policies)
+            raise ConfigError(f"--knob {key}={value:g}: none of {', '.join(policies)} has a knob "
+                              f"{knob!r} (knobs: {listed})")
+        for p in having:
+            out[p][knob] = value
+    return out
+
+
+COMPARED = [("avg_jct_s", "avg JCT h", 3600.0), ("p99_jct_s", "p99 JCT h", 3600.0),
+            ("avg_wait_s", "wait h", 3600.0), ("rho_p99", "p99 rho", 1.0),
+            ("jain_accounts", "Jain", 1.0), ("jain_accounts_1d", "Jain/day", 1.0)]
+
+
+def comparison(policies: tuple[str, ...], metrics: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The runs side by side: each policy's metrics and its average JCT / the first policy's."""
+    base = metrics[policies[0]].get("avg_jct_s") or 0.0
+    return {"policies": list(policies), "baseline": policies[0],
+            "metrics": {p: metrics[p] for p in policies},
+            "avg_jct_vs_baseline": {p: (metrics[p].get("avg_jct_s", 0.0) / base if base else None)
+                                    for p in policies}}
+
+
+def comparison_table(policies: tuple[str, ...], metrics: dict[str, dict[str, Any]]) -> str:
+    """One row per policy (the COMPARED metrics) and the JCT ratio to the first."""
+    ratios = comparison(policies, metrics)["avg_jct_vs_baseline"]
+    header = ["policy", *[label for _, label, _ in COMPARED], f"JCT / {policies[0]}"]
+    rows = [[p, *[f"{metrics[p].get(key, 0.0) / unit:.{3 if unit == 1.0 else 2}f}"
+                  for key, _, unit in COMPARED],
+             "-" if ratios[p] is None else f"{ratios[p]:.3f}"] for p in policies]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
+                       enumerate(zip(r, widths, strict=True))) for r in [header, *rows]]
+    return "\n".join(["", *lines])

@@ -165,3 +165,56 @@ def test_simulate_json_prints_the_summary_file(tmp_path: Path, fixtures_dir: Pat
     doc = json.loads(res.stdout)
     assert doc == json.loads((out / "fair.json").read_text())
     assert doc["metrics"]["jobs"] == 40 and doc["meta"]["policy"] == "fair"
+
+
+def test_several_policies_on_the_same_jobs_compare_in_one_table(tmp_path: Path,
+                                                                fixtures_dir: Path) -> None:
+    """--policy repeated: each run is what it would be alone, one table with ratios to the
+    first policy, --json the comparison, knobs routed by name or POLICY.NAME."""
+    data = _data_dir(tmp_path, fixtures_dir)
+    trace = str(fixtures_dir / "sim" / "gavel_max_min_fairness_excerpt.trace")
+    common = ["--trace", trace, "--gpus", "k80=8,p100=8,v100=8", "--data-dir", str(data),
+              "--no-plots"]
+    alone = CliRunner().invoke(simulate, [*common, "--policy", "fair", "--knob", "theta=0.5",
+                                          "--out", str(tmp_path / "alone"), "--json"])
+    assert alone.exit_code == 0, alone.output
+    both = CliRunner().invoke(simulate, [*common, "--policy", "fifo", "--policy", "fair",
+                                         "--knob", "fair.theta=0.5", "--out",
+                                         str(tmp_path / "both")])
+    assert both.exit_code == 0, both.output
+    lines = both.stdout.splitlines()
+    header = next(i for i, ln in enumerate(lines) if ln.startswith("policy "))
+    assert lines[header].split()[-3:] == ["JCT", "/", "fifo"]
+    assert lines[header + 1].split()[0] == "fifo" and lines[header + 1].split()[-1] == "1.000"
+    assert lines[header + 2].split()[0] == "fair"
+    fair_alone = json.loads(alone.stdout)["metrics"]
+    fair_both = json.loads((tmp_path / "both" / "fair.json").read_text())
+    assert fair_both["meta"]["knobs"] == {"theta": 0.5}
+    for key in ("avg_jct_s", "jain_accounts", "rho_p99", "updates"):
+        assert fair_both["metrics"][key] == fair_alone[key]
+    fifo = json.loads((tmp_path / "both" / "fifo.json").read_text())["metrics"]
+    ratio = float(lines[header + 2].split()[-1])
+    assert ratio == pytest.approx(fair_alone["avg_jct_s"] / fifo["avg_jct_s"], abs=5e-4)
+    as_json = CliRunner().invoke(simulate, [*common, "--policy", "fifo", "--policy", "hase",
+                                            "--out", str(tmp_path / "j"), "--json"])
+    doc = json.loads(as_json.stdout)
+    assert doc["baseline"] == "fifo" and doc["avg_jct_vs_baseline"]["fifo"] == 1.0
+    assert set(doc["metrics"]) == {"fifo", "hase"}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--policy", "fifo", "--policy", "hase", "--knob", "theta=0.2"],
+     "--knob theta=0.2: none of fifo, hase has a knob 'theta'"),
+    (["--policy", "fair", "--knob", "gavel.tolerance=0.5"],
+     "--knob gavel.tolerance=0.5: 'gavel' is not a --policy here (fair)"),
+    (["--policy", "fair", "--policy", "fair"], "--policy fair given twice"),
+    (["--policy", "fair", "--knob", "fair.thetaa=1"], "policy 'fair' has no knob 'thetaa'"),
+])
+def test_knob_routing_refusals(tmp_path: Path, fixtures_dir: Path, args: list[str],
+                               message: str) -> None:
+    res = CliRunner().invoke(simulate, [
+        "--trace", str(fixtures_dir / "sim" / "gavel_max_min_fairness_excerpt.trace"),
+        "--out", str(tmp_path / "o"), *args])
+    assert res.exit_code != 0
+    assert message in str(res.exception)
+    assert not (tmp_path / "o").exists()  # refused before any run
