@@ -305,16 +305,25 @@ def _store(pred: Predictor, out: str, registry: str | None, note: str, msg: str,
 
 @model.command("versions")
 @click.option("--registry", required=True, type=click.Path(dir_okay=False, exists=True))
-def versions_cmd(registry: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def versions_cmd(registry: str, as_json: bool) -> None:
     """List stored model versions.
 
     \b
     Examples:
       hase model versions --registry models.sqlite
+      hase model versions --registry models.sqlite --json
     """
+    import dataclasses
+    import json
+
     from slurm_hase.predict.registry import ModelRegistry
 
-    for v in ModelRegistry(registry).versions():
+    versions = ModelRegistry(registry).versions()
+    if as_json:
+        click.echo(json.dumps([dataclasses.asdict(v) for v in versions], indent=2))
+        return
+    for v in versions:
         click.echo(f"v{v.version}  {v.created_at}  rows={v.rows}  data={v.data_sha256}  {v.note}")
 
 
@@ -342,15 +351,24 @@ def export_cmd(shared: str, out: str, all_sources: bool) -> None:
 
 
 @model.command("gpus")
-def gpus_cmd() -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="Machine-readable output (every field, aliases and source included).")
+def gpus_cmd(as_json: bool) -> None:
     """List the GPU catalog.
 
     \b
     Examples:
       hase model gpus
+      hase model gpus --json
     """
+    import dataclasses
+    import json
+
     from slurm_hase.predict.catalog import catalog
 
+    if as_json:
+        click.echo(json.dumps([dataclasses.asdict(s) for s in catalog().values()], indent=2))
+        return
     for s in catalog().values():
         click.echo(f"{s.key:<11} {s.name:<24} {s.generation:<7} {s.memory_gb:>5.0f}GB "
                    f"{s.mem_bw_gbs:>6.0f}GB/s fp32={s.fp32_tflops:.1f} tensor={s.tensor_tflops:.0f} TFLOPS")

@@ -160,3 +160,22 @@ def test_cli_train_registry(tmp_path: Path, fixtures_dir: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "registry version 1" in res.output
     assert load_predictor(out).meta["rows"] > 300
+
+
+def test_versions_and_gpus_print_json(tmp_path: Path, small_model,  # type: ignore[no-untyped-def]
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from tests.conftest import run_main
+
+    reg = ModelRegistry(tmp_path / "state.db")
+    reg.save(small_model, note="first", metrics={"mape": 5.0})
+    code, out, _ = run_main(["model", "versions", "--registry", str(tmp_path / "state.db"),
+                             "--json"], capsys)
+    assert code == 0
+    [v] = json.loads(out)
+    assert v["version"] == 1 and v["note"] == "first" and v["metrics"] == {"mape": 5.0}
+    code, out, _ = run_main(["model", "gpus", "--json"], capsys)
+    gpus = {g["key"]: g for g in json.loads(out)}
+    assert code == 0 and len(gpus) >= 20
+    assert gpus["a100"]["memory_gb"] > 0 and gpus["a100"]["source"]
