@@ -40,6 +40,7 @@ class FakeBackend:
         self.requeued: list[str] = []  # job ids requeue() was applied to
         self.fail_updates: dict[str, SlurmError] = {}  # job id -> error raised by update_job
         self.unavailable = False  # every call raises SlurmUnavailableError
+        self.accounting_down = False  # sacct fails as with slurmdbd down (slurmctld answers)
         self.before_update: Callable[[str], None] | None = None  # hook: mutate between observe/act
         self.calls = 0
         self._index: dict[str, int] = {}
@@ -73,6 +74,9 @@ class FakeBackend:
     def accounting(self, *, since: str = "now-1day", until: str = "now",
                    job_ids: Sequence[str] = ()) -> list[AccountingRecord]:
         self._check("sacct")
+        if self.accounting_down:
+            raise SlurmCommandError(["sacct"], 1, "sacct: error: Problem talking to the database: "
+                                                   "Connection refused")
         return list(self.records)
 
     def account_shares(self) -> dict[str, float]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from slurm_hase.daemon.cycle import (
@@ -26,7 +26,7 @@ from slurm_hase.policy.types import Policy
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.tres import mps_from_tres
-from slurm_hase.slurm.types import SchedulerDepths
+from slurm_hase.slurm.types import AccountingRecord, SchedulerDepths
 from slurm_hase.store.state import CycleRow, DecisionRow, StateStore
 
 log = logging.getLogger("slurm_hase.daemon")
@@ -64,6 +64,10 @@ class Daemon:
         self._monotonic = monotonic
         self.failures = 0
         self.last_result: CycleResult | None = None
+        # when sacct could not seed the ledger at start: that start time (history before it is
+        # added once sacct answers) and when to ask again
+        self._unseeded_at: float | None = None
+        self._next_seed_try = 0.0
         self.ledger = self._load_ledger()
         self.owned: dict[str, OwnedAttrs] = {
             jid: OwnedAttrs(n, f) for jid, (n, f) in store.owned().items()}
@@ -94,25 +98,47 @@ class Daemon:
         return self._seed_ledger()
 
     def _seed_ledger(self) -> UsageLedger:
-        """A new ledger seeded from sacct: past GPU service decays like PriorityDecayHalfLife."""
+        """A new ledger seeded from sacct: past GPU service decays like PriorityDecayHalfLife.
+        Without sacct (slurmdbd down) it starts from zero now, and step() adds the history
+        before now once sacct answers."""
         ledger = UsageLedger(self.settings.half_life_s)
         now = self.clock.now()
-        days = max(1, min(60, round(4 * self.settings.half_life_s / 86400)))
-        try:
-            records = self.backend.accounting(since=f"now-{days}days", until="now")
-        except SlurmError as exc:
-            log.warning("cannot seed usage from sacct (%s); starting from zero", exc)
-            return UsageLedger(self.settings.half_life_s)
         ledger.add_interval("", 0.0, now, now)  # sets the ledger clock to now
-        for rec in records:
-            gpus = sum(rec.alloc_gpus.values()) + mps_from_tres(rec.alloc_tres) / 100.0
-            if rec.start_time is None or gpus <= 0:
-                continue
-            ledger.add_interval(rec.account, gpus, float(rec.start_time),
-                                float(rec.end_time or now))
+        try:
+            records = self._history()
+        except SlurmError as exc:
+            log.warning("cannot seed usage from sacct (%s); starting from zero, and adding the "
+                        "history once sacct answers", exc)
+            self._unseeded_at = now
+            return ledger
+        added = _add_history(ledger, records, until=now)
         log.info("usage ledger seeded from sacct", extra={
-            "jobs": len(records), "usage": {a: round(u) for a, u in ledger.usage().items()}})
+            "jobs": len(records), "counted": added,
+            "usage": {a: round(u) for a, u in ledger.usage().items()}})
         return ledger
+
+    def _history(self) -> list[AccountingRecord]:
+        """Finished and running jobs of the last ~4 half-lives (1 to 60 days), from sacct."""
+        days = max(1, min(60, round(4 * self.settings.half_life_s / 86400)))
+        return self.backend.accounting(since=f"now-{days}days", until="now")
+
+    def _seed_late(self) -> None:
+        """The history sacct could not give at start: service up to that start only (what came
+        after it the ledger has observed itself), tried again at most every 10 minutes."""
+        now = self._monotonic()
+        if self._unseeded_at is None or now < self._next_seed_try:
+            return
+        self._next_seed_try = now + 600.0
+        try:
+            records = self._history()
+        except SlurmError as exc:
+            log.debug("sacct still unavailable for the usage history: %s", exc)
+            return
+        added = _add_history(self.ledger, records, until=self._unseeded_at)
+        self._unseeded_at = None
+        log.info("usage ledger seeded from sacct (late)", extra={
+            "jobs": len(records), "counted": added,
+            "usage": {a: round(u) for a, u in self.ledger.usage().items()}})
 
     def _shares(self) -> Mapping[str, float]:
         if self.fixed_shares:
@@ -138,6 +164,7 @@ class Daemon:
             self._record(result, wall)
         if result.unavailable:
             return self._backoff("slurmctld went away while acting")
+        self._seed_late()
         if self.failures:
             log.info("slurm reachable again after %d failed cycles", self.failures)
         self.failures = 0
@@ -221,3 +248,18 @@ class WallClock:
 
     def now(self) -> float:
         return time.time()
+
+
+def _add_history(ledger: UsageLedger, records: Iterable[AccountingRecord], until: float) -> int:
+    """Add each record's GPU service before `until` (GPUs, MPS shares as fractions); returns
+    how many records counted."""
+    added = 0
+    for rec in records:
+        gpus = sum(rec.alloc_gpus.values()) + mps_from_tres(rec.alloc_tres) / 100.0
+        if rec.start_time is None or gpus <= 0:
+            continue
+        end = min(float(rec.end_time) if rec.end_time is not None else until, until)
+        if end > rec.start_time:
+            ledger.add_interval(rec.account, gpus, float(rec.start_time), end)
+            added += 1
+    return added

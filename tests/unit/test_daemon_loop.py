@@ -257,3 +257,46 @@ def test_new_ledger_is_seeded_from_sacct_history(tmp_path: Path) -> None:
     assert usage["heavy"] == pytest.approx(2 * 60 / 0.6931471805599453 * 0.25, rel=1e-9)
     assert usage["light"] == pytest.approx(0.5 * 60 / 0.6931471805599453 * 0.125, rel=1e-9)
     assert "cpu" not in usage
+
+
+def _ledger_after(tmp_path: Path, sacct_down_at_start: bool) -> tuple[dict[str, float], int]:
+    """Usage after three cycles 30 s apart, with a job running across the daemon's start."""
+    from slurm_hase.slurm.types import AccountingRecord
+
+    clock = Clock()
+    running = Job(job_id="5", name="j", user="u", account="busy", partition="gpu",
+                  state=JobState.RUNNING, start_time=900, alloc_gpus={"a100": 2},
+                  gpu=GpuRequest(2, None, "job"))
+    fb = FakeBackend([pjob("1"), running], [gpu_node("a1", "a100")])
+    fb.records = [
+        AccountingRecord("4", "j", "old", "u", JobState.COMPLETED, start_time=800, end_time=950,
+                         alloc_gpus={"a100": 1}),
+        AccountingRecord("5", "j", "busy", "u", JobState.RUNNING, start_time=900,
+                         alloc_gpus={"a100": 2}),
+    ]
+    fb.accounting_down = sacct_down_at_start
+    ticks = iter(range(0, 10**6, 700))  # monotonic seconds: each step may retry sacct
+    store = StateStore(tmp_path / f"s{int(sacct_down_at_start)}.db")
+    d = Daemon(fb, NiceEverything(), Est(), clock, store, CycleConfig(),
+               LoopSettings(interval_s=30, backoff_s=2, backoff_max_s=10, half_life_s=60),
+               shares={"a": 1.0}, monotonic=lambda: float(next(ticks)))
+    calls = []
+    for step in range(3):
+        if step == 1:
+            fb.accounting_down = False  # slurmdbd is back
+        d.step()
+        calls.append(d.ledger.usage().get("old", 0.0))
+        clock.t += 30
+    return d.ledger.usage(), sum(1 for c in calls if c == 0.0)
+
+
+def test_history_sacct_could_not_give_at_start_is_added_once_it_answers(tmp_path: Path) -> None:
+    """slurmdbd down when the daemon starts: the ledger starts from zero, and once sacct
+    answers the service before the start is added, clipped there, so the ledger ends exactly
+    as if it had been seeded at start (nothing counted twice, nothing lost)."""
+    seeded, _ = _ledger_after(tmp_path, sacct_down_at_start=False)
+    late, cycles_without_history = _ledger_after(tmp_path, sacct_down_at_start=True)
+    assert cycles_without_history == 1  # only the first cycle ran without the history
+    assert set(late) == set(seeded) == {"old", "busy"}
+    for account, value in seeded.items():
+        assert late[account] == pytest.approx(value, rel=1e-12)
