@@ -6,12 +6,19 @@ import dataclasses
 import json
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from slurm_hase.errors import ConfigError
+
+if TYPE_CHECKING:  # the simulator loads only when a run starts (`hase --help` stays light)
+    from slurm_hase.sim.cluster import ClusterSpec
+    from slurm_hase.sim.engine import SimConfig, SimResult
+    from slurm_hase.sim.throughput import ThroughputTable
+    from slurm_hase.sim.traces import TraceJob
 
 
 class _Finite(click.FloatRange):
@@ -134,10 +141,8 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
         check_speeds,
         describe_refusals,
         prepare_trace,
-        refused_count,
         resolve_trace,
         throughput_table,
-        write_outputs,
     )
 
     for name in policies:  # an unknown policy or knob fails here, before any work
@@ -157,7 +162,7 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
         click.echo(f"hase: warning: {sum(refused.values())} of {len(jobs)} jobs can never run on "
                    f"this cluster and are refused at submission (as sbatch would): "
                    f"{describe_refusals(refused)}", err=True)
-    results: dict[str, Any] = {}
+    results: dict[str, SimResult] = {}
     summaries: dict[str, Path] = {}
     all_metrics: dict[str, dict[str, Any]] = {}
     paths: list[Path] = []
@@ -167,46 +172,62 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
                            refresh_s=SimConfig.refresh_s if refresh is None else refresh,
                            checkpoint_share=checkpoint_share, requeue_overhead_s=requeue_overhead,
                            hsbatch_slack=hsbatch_slack, ledger_half_life_s=ledger_half_life)
-        click.echo(f"simulating {len(jobs)} jobs on {spec.total_gpus} GPUs {spec.gpus_by_type} "
-                   f"with {name}", err=True)
-        with click.progressbar(length=len(jobs), label=f"{name}: jobs finished",
-                               file=sys.stderr) as bar:
-            from slurm_hase.sim.engine import simulate as run_sim
-            from slurm_hase.sim.metrics import compute
-
-            result = run_sim(jobs, spec, table, config, progress=bar.update)
-            metrics = {**compute(result), "refused": refused_count(result)}
         meta = {"trace": str(setup.path),
                 **{k: v for k, v in dataclasses.asdict(setup).items() if k != "path"},
                 "policy": name, "knobs": config.knobs, "predictor": predictor,
                 "interval_s": interval, "refresh_s": config.refresh_s,
                 "gpus_by_type": spec.gpus_by_type, "ledger_half_life_s": ledger_half_life,
                 "checkpoint_share": checkpoint_share, "hsbatch_slack": hsbatch_slack}
-        written = write_outputs(out, name, result, metrics, meta)
-        results[name], summaries[name], all_metrics[name] = result, written[0], metrics
+        results[name], all_metrics[name], written = _run_one(jobs, spec, table, config, out, meta)
+        summaries[name] = written[0]
         paths += written
     if plots:
         from slurm_hase.sim.plots import plot_runs
 
         paths += plot_runs(results, out, fmt)
+    _print(policies, all_metrics, summaries, paths, as_json)
+
+
+def _run_one(jobs: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable,
+             config: SimConfig, out: Path, meta: dict[str, Any]
+             ) -> tuple[SimResult, dict[str, Any], list[Path]]:
+    """One policy's run, with a progress bar: (result, metrics, the files written)."""
+    from slurm_hase.sim.engine import simulate as run_sim
+    from slurm_hase.sim.metrics import compute
+    from slurm_hase.sim.report import refused_count, write_outputs
+
+    click.echo(f"simulating {len(jobs)} jobs on {spec.total_gpus} GPUs {spec.gpus_by_type} "
+               f"with {config.policy}", err=True)
+    with click.progressbar(length=len(jobs), label=f"{config.policy}: jobs finished",
+                           file=sys.stderr) as bar:
+        result = run_sim(jobs, spec, table, config, progress=bar.update)
+        metrics = {**compute(result), "refused": refused_count(result)}
+    return result, metrics, write_outputs(out, config.policy, result, metrics, meta)
+
+
+def _print(policies: tuple[str, ...], metrics: dict[str, dict[str, Any]],
+           summaries: dict[str, Path], paths: list[Path], as_json: bool) -> None:
+    """The run's summary file (one policy) or the comparison as JSON; else the files written,
+    a line per policy and, for several, the comparison table."""
+    from slurm_hase.sim.compare import comparison, comparison_table
+
     if as_json:
         if len(policies) == 1:
             click.echo(summaries[policies[0]].read_text(), nl=False)  # the summary file, exactly
         else:
-            click.echo(json.dumps(comparison(policies, all_metrics), indent=2, sort_keys=True))
+            click.echo(json.dumps(comparison(policies, metrics), indent=2, sort_keys=True))
         return
     for path in paths:
         click.echo(str(path))
     for name in policies:
-        metrics = all_metrics[name]
+        m = metrics[name]
         click.echo(f"{name + ': ' if len(policies) > 1 else ''}"
-                   f"avg JCT {metrics.get('avg_jct_s', 0) / 3600:.2f} h, p99 JCT "
-                   f"{metrics.get('p99_jct_s', 0) / 3600:.2f} h, p99 rho "
-                   f"{metrics.get('rho_p99', 0):.2f}, Jain {metrics.get('jain_accounts', 0):.3f} "
-                   f"(per day {metrics.get('jain_accounts_1d', 0):.3f}), wall "
-                   f"{metrics.get('wall_s', 0):.1f} s")
+                   f"avg JCT {m.get('avg_jct_s', 0) / 3600:.2f} h, p99 JCT "
+                   f"{m.get('p99_jct_s', 0) / 3600:.2f} h, p99 rho {m.get('rho_p99', 0):.2f}, "
+                   f"Jain {m.get('jain_accounts', 0):.3f} (per day "
+                   f"{m.get('jain_accounts_1d', 0):.3f}), wall {m.get('wall_s', 0):.1f} s")
     if len(policies) > 1:
-        click.echo(comparison_table(policies, all_metrics))
+        click.echo(comparison_table(policies, metrics))
 
 
 def policy_knobs(policies: tuple[str, ...], knobs: dict[str, float]) -> dict[str, dict[str, float]]:
@@ -238,30 +259,3 @@ def policy_knobs(policies: tuple[str, ...], knobs: dict[str, float]) -> dict[str
         for p in having:
             out[p][knob] = value
     return out
-
-
-COMPARED = [("avg_jct_s", "avg JCT h", 3600.0), ("p99_jct_s", "p99 JCT h", 3600.0),
-            ("avg_wait_s", "wait h", 3600.0), ("rho_p99", "p99 rho", 1.0),
-            ("jain_accounts", "Jain", 1.0), ("jain_accounts_1d", "Jain/day", 1.0)]
-
-
-def comparison(policies: tuple[str, ...], metrics: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The runs side by side: each policy's metrics and its average JCT / the first policy's."""
-    base = metrics[policies[0]].get("avg_jct_s") or 0.0
-    return {"policies": list(policies), "baseline": policies[0],
-            "metrics": {p: metrics[p] for p in policies},
-            "avg_jct_vs_baseline": {p: (metrics[p].get("avg_jct_s", 0.0) / base if base else None)
-                                    for p in policies}}
-
-
-def comparison_table(policies: tuple[str, ...], metrics: dict[str, dict[str, Any]]) -> str:
-    """One row per policy (the COMPARED metrics) and the JCT ratio to the first."""
-    ratios = comparison(policies, metrics)["avg_jct_vs_baseline"]
-    header = ["policy", *[label for _, label, _ in COMPARED], f"JCT / {policies[0]}"]
-    rows = [[p, *[f"{metrics[p].get(key, 0.0) / unit:.{3 if unit == 1.0 else 2}f}"
-                  for key, _, unit in COMPARED],
-             "-" if ratios[p] is None else f"{ratios[p]:.3f}"] for p in policies]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
-                       enumerate(zip(r, widths, strict=True))) for r in [header, *rows]]
-    return "\n".join(["", *lines])
