@@ -41,12 +41,11 @@ def _existing_store(cfg: DaemonConfig) -> StateStore:
 
 
 def _hold_store(state_db: str) -> None:
-    """Hold the state store exclusively until the command ends, however it ends (nothing for an
-    in-memory one); DaemonRunningError naming the pid while another daemon holds it."""
+    """Hold the state store exclusively until the command ends, however it ends;
+    DaemonRunningError naming the pid while another daemon holds it."""
     from slurm_hase.store.lock import StoreLock
 
-    if state_db != ":memory:":
-        click.get_current_context().call_on_close(StoreLock(state_db).close)
+    click.get_current_context().call_on_close(StoreLock(state_db).close)
 
 
 def _model_info(model: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -224,7 +223,7 @@ def status_cmd(as_json: bool, cycles: int, config_path: str | None, state_db: st
     cfg = _config(config_path, state_db)
     store = _existing_store(cfg)
     data = {"state_db": cfg.state_db, "policy": cfg.policy, "cycles": store.cycles(cycles),
-            "daemon_pid": holder(cfg.state_db) if cfg.state_db != ":memory:" else None,
+            "daemon_pid": holder(cfg.state_db),
             "owned_jobs": len(store.owned()), "model": _model_info(store.latest_model()),
             "usage": (store.latest_usage() or {}).get("usage", {}),
             "last_observed": store.last_observed()}

@@ -3,7 +3,8 @@
 Two daemons on one store would both set Nice/Features on the same jobs from two ledgers, and
 `hase schedd reset` under a running daemon is undone at its next cycle. The lock is flock(2)
 on a file beside the store, holding the holder's pid: the kernel drops it when the process
-ends, however it ends, so a crash never leaves a stale lock behind.
+ends, however it ends, so a crash never leaves a stale lock behind. An in-memory store
+(":memory:") belongs to its one process: there is nothing to hold and nobody else to find.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import os
 from pathlib import Path
 
 from slurm_hase.errors import DaemonRunningError, StoreError
+
+IN_MEMORY = ":memory:"
 
 
 def lock_path(state_db: str | Path) -> Path:
@@ -26,9 +29,12 @@ class StoreLock:
 
     def __init__(self, state_db: str | Path) -> None:
         self.path = lock_path(state_db)
+        self._fd: int | None = None
+        if str(state_db) == IN_MEMORY:
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise StoreError(f"cannot open lock file {self.path}: {exc.strerror or exc}") from exc
         try:
@@ -59,9 +65,10 @@ class StoreLock:
 
 def holder(state_db: str | Path) -> int | None:
     """The pid of the daemon holding `state_db` now (0 when its pid is unreadable), or None."""
-    path = lock_path(state_db)
+    if str(state_db) == IN_MEMORY:
+        return None
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(lock_path(state_db), os.O_RDONLY)
     except OSError:
         return None  # no lock file: no daemon has run on this store here
     try:

@@ -129,3 +129,10 @@ def test_status_says_whether_a_daemon_runs_on_the_store(tmp_path: Path) -> None:
             assert data["daemon_pid"] == os.getpid()
         else:
             assert line == "daemon: not running on this store" and data["daemon_pid"] is None
+
+
+def test_an_in_memory_store_holds_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with StoreLock(":memory:"), StoreLock(":memory:"):  # each process has its own
+        assert holder(":memory:") is None
+    assert list(tmp_path.iterdir()) == []  # no ":memory:.lock" left in the working folder
