@@ -7,7 +7,7 @@ import importlib
 import json
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,7 +96,7 @@ def build_report(since: str, until: str, accounts: str, weights: str, shares: st
         found = with_queue(found, inputs.queue, to_epoch(until, at))
     wanted = {a.strip() for a in accounts.split(",") if a.strip()}
     records = [r for r in found if not wanted or r.account in wanted]
-    _warn_missing_accounts(wanted, found, inputs.shares)
+    _warn_without_jobs("--account", wanted, {r.account for r in found}, inputs.shares)
     if share_map is None:
         share_map = inputs.shares
     if share_map is not None and wanted:
@@ -115,16 +115,17 @@ def build_report(since: str, until: str, accounts: str, weights: str, shares: st
     return make(check_weights(weight_map, types))
 
 
-def _warn_missing_accounts(wanted: set[str], found: Sequence[AccountingRecord],
-                           known: Mapping[str, float] | None) -> None:
-    """A `hase: warning:` line per --account that has no job in the window (a typo, or a
-    quiet account), saying whether Slurm knows it at all; the report itself goes on."""
-    with_jobs = sorted({r.account for r in found})
-    for account in sorted(wanted - set(with_jobs)):
-        why = ("is not an account Slurm knows" if known is not None and account not in known
+def _warn_without_jobs(option: str, wanted: set[str], with_jobs: set[str],
+                      known: Mapping[str, float] | None = None) -> None:
+    """A `hase: warning:` line per --account/--user value that has no job in the window (a
+    typo, or someone quiet), saying whether Slurm knows it at all when `known` can tell; the
+    report itself goes on."""
+    have = ", ".join(sorted(with_jobs)) or "none"
+    noun = option.removeprefix("--")
+    for name in sorted(wanted - with_jobs):
+        why = (f"is not an {noun} Slurm knows" if known is not None and name not in known
                else "has no jobs in this window")
-        click.echo(f"hase: warning: --account {account} {why} (accounts with jobs: "
-                   f"{', '.join(with_jobs) or 'none'})", err=True)
+        click.echo(f"hase: warning: {option} {name} {why} ({noun}s with jobs: {have})", err=True)
 
 
 def _options(func: Callable[..., None]) -> Callable[..., None]:
@@ -186,10 +187,7 @@ def usage_cmd(since: str, until: str, accounts: str, weights: str, shares: str |
     if wanted:
         from slurm_hase.reports.fairness import only_users
 
-        with_jobs = sorted({u.user for u in rep.users if u.user})
-        for user in sorted(wanted - set(with_jobs)):
-            click.echo(f"hase: warning: --user {user} has no jobs in this window (users with "
-                       f"jobs: {', '.join(with_jobs) or 'none'})", err=True)
+        _warn_without_jobs("--user", wanted, {u.user for u in rep.users if u.user})
         rep = only_users(rep, wanted)
     full = rep.as_dict()
     data = {k: full[k] for k in ("window", "gpu_types", "speed_weights", "defaulted_weights",
