@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -314,9 +315,6 @@ def versions_cmd(registry: str, as_json: bool) -> None:
       hase model versions --registry models.sqlite
       hase model versions --registry models.sqlite --json
     """
-    import dataclasses
-    import json
-
     from slurm_hase.predict.registry import ModelRegistry
 
     versions = ModelRegistry(registry).versions()
@@ -361,9 +359,6 @@ def gpus_cmd(as_json: bool) -> None:
       hase model gpus
       hase model gpus --json
     """
-    import dataclasses
-    import json
-
     from slurm_hase.predict.catalog import catalog
 
     if as_json:

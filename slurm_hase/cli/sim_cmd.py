@@ -145,10 +145,8 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
         throughput_table,
     )
 
+    per_policy = route_knobs(policies, _knobs(knob))
     for name in policies:  # an unknown policy or knob fails here, before any work
-        make_policy(name)
-    per_policy = policy_knobs(policies, _knobs(knob))
-    for name in policies:
         make_policy(name, **per_policy[name])
     data = data_dir or DEFAULT_DATA
     spec = load_cluster(cluster_path) if cluster_path is not None else uniform_cluster(
@@ -230,12 +228,11 @@ def _print(policies: tuple[str, ...], metrics: dict[str, dict[str, Any]],
         click.echo(comparison_table(policies, metrics))
 
 
-def policy_knobs(policies: tuple[str, ...], knobs: dict[str, float]) -> dict[str, dict[str, float]]:
+def route_knobs(policies: tuple[str, ...], knobs: dict[str, float]) -> dict[str, dict[str, float]]:
     """Each policy's knobs: POLICY.NAME goes to that policy, NAME to every listed policy with
     such a knob. ConfigError for a policy listed twice, a POLICY not listed, or a NAME that no
-    listed policy has."""
-    from slurm_hase.policy.registry import make_policy
-    from slurm_hase.policy.registry import policy_knobs as known_knobs
+    listed policy has; PolicyError for an unknown policy."""
+    from slurm_hase.policy.registry import make_policy, policy_knobs
 
     if dupes := sorted({p for p in policies if policies.count(p) > 1}):
         raise ConfigError(f"--policy {dupes[0]} given twice")
@@ -248,11 +245,11 @@ def policy_knobs(policies: tuple[str, ...], knobs: dict[str, float]) -> dict[str
                                   f"({', '.join(policies)})")
             out[target][knob] = value
             continue
-        having = [p for p in policies if knob in known_knobs(p)]
+        having = [p for p in policies if knob in policy_knobs(p)]
         if not having and len(policies) == 1:
             make_policy(policies[0], **{knob: value})  # its PolicyError lists the knobs
         if not having:
-            listed = "; ".join(f"{p}: {', '.join(sorted(known_knobs(p))) or 'none'}"
+            listed = "; ".join(f"{p}: {', '.join(sorted(policy_knobs(p))) or 'none'}"
                                for p in policies)
             raise ConfigError(f"--knob {key}={value:g}: none of {', '.join(policies)} has a knob "
                               f"{knob!r} (knobs: {listed})")
