@@ -25,6 +25,7 @@ is), plus `count = N` node groups and [billing].
 from __future__ import annotations
 
 import tomllib
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -118,7 +119,7 @@ def parse_cluster(data: Mapping[str, Any], where: str = "cluster") -> ClusterSpe
         raise ConfigError(f"{where}: needs at least one [[nodes]] table")
     nodes = [node for i, g in enumerate(groups) for node in _node_group(g, f"{where}: nodes[{i}]")]
     names = [n.name for n in nodes]
-    if dupes := sorted({n for n in names if names.count(n) > 1}):
+    if dupes := sorted(n for n, k in Counter(names).items() if k > 1):
         raise ConfigError(f"{where}: duplicate node {dupes[0]!r}")
     part_of: dict[str, list[str]] = {}
     for i, p in enumerate(data.get("partitions", []) or []):
