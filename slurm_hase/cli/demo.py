@@ -98,6 +98,8 @@ UNFINISHED = {"PENDING", "RUNNING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPE
 
 def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="hase-demo-"))
+    # the report in step 6 counts this demo's jobs, not the cluster's earlier ones (tests...)
+    began = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 1))
     demo = Demo(workdir)
     config = workdir / "schedd.toml"
     config.write_text(f'[schedd]\nstate_db = "{workdir}/schedd.db"\nlog_format = "text"\n'
@@ -112,15 +114,15 @@ def main() -> int:
         ids = demo.submit()
         demo.step("4. One daemon cycle with policy 'fair': GPU-type constraints and Nice")
         demo.run([_bin("hase"), "schedd", "run", "--once", "--config", str(config)])
-        demo.run(["squeue", "-j", ",".join(ids), "-o", "%.6i %.14j %.6a %.10f %.6y %.10b %.8T"])
+        demo.run(["squeue", "-j", ",".join(ids), "-o", "%.6i %.14j %.6a %.10f %.11y %.16b %.8T"])
         demo.step("5. Let them start now; Slurm places them where the constraints allow")
         demo.run(["scontrol", "update", f"jobid={','.join(ids)}", "StartTime=now"]).check()
         demo.wait_done(ids)
         demo.wait_accounted(ids)
         demo.run(["sacct", "-X", "-j", ",".join(ids), "-o",
                   "JobID,JobName%14,Account,State,AllocTRES%50,NodeList"])
-        demo.step("6. Fairness report from sacct")
-        demo.run([_bin("hase"), "report", "fairness", "--since", "now-1hour"])
+        demo.step("6. Fairness report from sacct: the jobs since the demo began")
+        demo.run([_bin("hase"), "report", "fairness", "--since", began])
         demo.step("7. The same policies on a real trace in the simulator: 40 jobs of Gavel's "
                   "physical-cluster trace (MIT) on 4 K80 + 4 P100 + 4 V100")
         trace = Path(__file__).resolve().parents[2] / "tests/fixtures/sim/" \

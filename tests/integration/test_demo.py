@@ -16,11 +16,17 @@ def test_demo_runs_every_step(slurm_runner: SubprocessRunner) -> None:
         assert f"=== {step}." in out
     cycle = re.search(r"# policy fair: (\d+) updates for 10 pending jobs, 0 errors", out)
     assert cycle is not None and int(cycle[1]) >= 5  # constraints/Nice really set by the daemon
-    assert "Features=" in out.split("=== 4.")[1].split("=== 5.")[0]
+    step4 = out.split("=== 4.")[1].split("=== 5.")[0]
+    assert "Features=" in step4
+    assert "mps:50" in step4.split("$ squeue")[1]  # squeue's columns wide enough to read
     sacct = out.split("=== 5.")[1].split("=== 6.")[0]
     assert sacct.count("COMPLETED") == 10, out.split("=== 4.")[1].split("=== 6.")[0]
     assert "gres/gpu:t4=1" in sacct.split("pinned-t4-b")[1].splitlines()[0]  # user's type kept
     assert "Jain's fairness index" in out
+    report = out.split("=== 6.")[1].split("=== 7.")[0]
+    jobs = {m[0]: int(m[1]) for m in re.findall(r"^(teama|teamb) +(\d+) ", report, re.M)}
+    assert jobs.get("teama", 0) >= 6 and jobs.get("teamb", 0) >= 4, report  # the demo's own
+    assert "--since 20" in report  # the demo's start, not a fixed look-back over older jobs
     sim = out.split("=== 7.")[1]
     rows = {m[0]: m[1] for m in re.findall(r"^  (fifo|hase|gavel|fair) +([\d.]+) ", sim, re.M)}
     assert set(rows) == {"fifo", "hase", "gavel", "fair"}, sim
