@@ -115,6 +115,8 @@ def main() -> int:
         demo.step("4. One daemon cycle with policy 'fair': GPU-type constraints and Nice")
         demo.run([_bin("hase"), "schedd", "run", "--once", "--config", str(config)])
         demo.run(["squeue", "-j", ",".join(ids), "-o", "%.6i %.14j %.6a %.10f %.11y %.16b %.8T"])
+        # what a user asks next: why is my job constrained (and ordered) like this?
+        demo.run([_bin("hase"), "schedd", "job", ids[0], "--config", str(config)])
         demo.step("5. Let them start now; Slurm places them where the constraints allow")
         demo.run(["scontrol", "update", f"jobid={','.join(ids)}", "StartTime=now"]).check()
         demo.wait_done(ids)

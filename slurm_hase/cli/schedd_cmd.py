@@ -173,7 +173,8 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
                     update_workers=cfg.update_workers, batch_updates=cfg.batch_updates,
                     requeue=cfg.requeue, requeue_max=cfg.requeue_max,
                     requeue_min_run_s=cfg.requeue_min_run_s, refresh_s=cfg.refresh_s),
-        LoopSettings(cfg.interval_s, cfg.backoff_s, cfg.backoff_max_s, cfg.half_life_s),
+        LoopSettings(cfg.interval_s, cfg.backoff_s, cfg.backoff_max_s, cfg.half_life_s,
+                     cfg.history_days * 86400.0),
         shares=cfg.shares, metrics=metrics)
     stop = {"flag": False}
 
@@ -247,6 +248,52 @@ def status_cmd(as_json: bool, cycles: int, config_path: str | None, state_db: st
                    f"{'  SLURM-DOWN' if c['unavailable'] else ''}")
     if not data["cycles"]:
         click.echo("  no cycles recorded yet")
+
+
+@schedd.command(name="job")
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
+              help="How many of the newest decisions.")
+@CONFIG_OPT
+@DB_OPT
+def job_cmd(job_id: str, as_json: bool, limit: int, config_path: str | None,
+            state_db: str | None) -> None:
+    """What the daemon did to one job, and why: Nice, GPU-type constraint and requeues it
+    decided, with the policy's reason and Slurm's answer, newest first.
+
+    Records older than history_days (config, default 30) are dropped.
+
+    \b
+    Examples:
+      hase schedd job 4242 --config /etc/slurm-hase/schedd.toml
+      hase schedd job 4242 --json --limit 100
+    """
+    cfg = _config(config_path, state_db)
+    store = _existing_store(cfg)
+    rows = store.job_history(job_id, limit)
+    held = store.owned().get(job_id)
+    if as_json:
+        click.echo(json.dumps({"job_id": job_id, "decisions": rows,
+                               "holds": None if held is None
+                               else {"nice": held[0], "features": held[1]}},
+                              indent=2, sort_keys=True))
+        return
+    if not rows:
+        click.echo(f"job {job_id}: no decision recorded in {cfg.state_db} (the daemon never "
+                   "changed it, or the record is older than history_days)")
+        return
+    if held is not None:
+        click.echo(f"job {job_id}: the daemon's Nice {held[0]}, Features {held[1] or '-'} "
+                   "are on it now")
+    click.echo(f"{'when':19s}  {'action':7s}  {'nice':>11s}  {'features':14s}  {'outcome':8s}  "
+               "reason / Slurm's answer")
+    for r in rows:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["started"]))
+        nice = "-" if r["nice"] is None else str(r["nice"])
+        said = r["reason"] + (f"  [{r['answer']}]" if r["answer"] not in ("", "ok") else "")
+        click.echo(f"{when:19s}  {r['action']:7s}  {nice:>11s}  {r['features'] or '-':14s}  "
+                   f"{r['outcome'] + (' DRY' if r['dry_run'] else ''):8s}  {said}")
 
 
 @schedd.command(name="reset")

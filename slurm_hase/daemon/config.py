@@ -20,7 +20,8 @@ DEFAULT_DB = "/var/lib/slurm-hase/schedd.db"
 
 _SCHEDD_KEYS = {"interval_s", "refresh_s", "partitions", "dry_run", "state_db", "model", "half_life_s",
                 "nice_min_delta", "nice_quantum", "nice_scale", "nice_zero", "backoff_s", "backoff_max_s", "gpu_types", "update_workers", "batch_updates",
-                "requeue", "requeue_max", "requeue_min_run_s", "log_format", "log_level", "metrics"}
+                "requeue", "requeue_max", "requeue_min_run_s", "log_format", "log_level", "metrics",
+                "history_days"}
 _METRICS_KEYS = {"textfile", "port", "address"}
 
 
@@ -59,6 +60,8 @@ class DaemonConfig:
     metrics_port: int = 0
     metrics_address: str = "127.0.0.1"
     shares: Mapping[str, float] = field(default_factory=dict)  # empty = ask sacctmgr
+    # cycles and decisions older than this are dropped from the state store (0 = keep all)
+    history_days: float = 30.0
 
 
 def _num(section: str, key: str, value: Any, lo: float, hi: float = math.inf) -> float:
@@ -107,7 +110,7 @@ def from_mapping(
     for key, lo, hi in (("interval_s", 1.0, 86400.0), ("refresh_s", 0.0, 86400.0),
                         ("half_life_s", 1.0, math.inf),
                         ("backoff_s", 0.1, 3600.0), ("backoff_max_s", 0.1, 86400.0),
-                        ("requeue_min_run_s", 0.0, 30 * 86400.0)):
+                        ("requeue_min_run_s", 0.0, 30 * 86400.0), ("history_days", 0.0, 3650.0)):
         if key in s:
             out[key] = _num("schedd", key, s[key], lo, hi)
     for key, lo, hi in (("nice_min_delta", 1, 10_000), ("nice_quantum", 1, 1000),

@@ -40,6 +40,7 @@ class LoopSettings:
     backoff_s: float = 5.0
     backoff_max_s: float = 300.0
     half_life_s: float = 7 * 24 * 3600.0
+    history_s: float = 30 * 86400.0  # cycles/decisions kept in the store (0 = all)
 
 
 class Daemon:
@@ -68,6 +69,7 @@ class Daemon:
         # added once sacct answers) and when to ask again
         self._unseeded_at: float | None = None
         self._next_seed_try = 0.0
+        self._next_prune = 0.0  # monotonic time of the next history pruning
         self.ledger = self._load_ledger()
         self.owned: dict[str, OwnedAttrs] = {
             jid: OwnedAttrs(n, f) for jid, (n, f) in store.owned().items()}
@@ -182,13 +184,7 @@ class Daemon:
         return delay
 
     def _record(self, result: CycleResult, wall: float) -> None:
-        outcome: dict[str, tuple[str, str]] = {jid: ("planned", "") for jid, _ in result.planned}
-        if not self.config.dry_run:
-            outcome.update({jid: ("skipped", why) for jid, why in result.skipped if jid in outcome})
-            outcome.update({jid: ("applied", "ok") for jid, _ in result.applied})
-            outcome.update({jid: ("error", err) for jid, err in result.errors})
-        rows = [DecisionRow(jid, result.job_digests.get(jid, result.inputs_digest), upd.nice,
-                            upd.features, *outcome[jid]) for jid, upd in result.planned]
+        rows = _decision_rows(result, self.config.dry_run)
         owned_now = {jid: (upd.nice, upd.features) for jid, upd in result.applied}
         row = CycleRow(started=result.started, duration_s=wall, policy=self.policy.name,
                        dry_run=self.config.dry_run, inputs_digest=result.inputs_digest,
@@ -209,11 +205,19 @@ class Daemon:
         try:
             self.store.record_cycle(row, rows, owned_now)
             self.store.forget(gone)
+            self._prune(result.started)
         except StoreError as exc:
             self.metrics.inc("hase_schedd_errors_total", kind="store")
             log.error("state store write delayed: %s", exc)
             return
         self._save_usage(result.started)
+
+    def _prune(self, now: float) -> None:
+        """Drop cycles older than the history to keep, at most once an hour."""
+        if self.settings.history_s <= 0 or self._monotonic() < self._next_prune:
+            return
+        self._next_prune = self._monotonic() + 3600.0
+        self.store.prune_history(now - self.settings.history_s)
 
     def _save_usage(self, now: float) -> None:
         try:
@@ -263,3 +267,40 @@ def _add_history(ledger: UsageLedger, records: Iterable[AccountingRecord], until
             ledger.add_interval(rec.account, gpus, float(rec.start_time), end)
             added += 1
     return added
+
+
+def _decision_rows(result: CycleResult, dry_run: bool) -> list[DecisionRow]:
+    """The store's rows for one cycle: every planned update and every requeue the policy asked
+    for, each with its outcome and the policy's reason."""
+    reasons = {d.job_id: d.reason for d in result.decisions}
+    skipped = dict(result.skipped)
+    errors = dict(result.errors)
+    outcome: dict[str, tuple[str, str]] = {jid: ("planned", "") for jid, _ in result.planned}
+    if not dry_run:
+        outcome.update({jid: ("skipped", why) for jid, why in result.skipped if jid in outcome})
+        outcome.update({jid: ("applied", "ok") for jid, _ in result.applied})
+        outcome.update({jid: ("error", err) for jid, err in result.errors})
+    digest = result.job_digests
+    rows = [DecisionRow(jid, digest.get(jid, result.inputs_digest), upd.nice, upd.features,
+                        *outcome[jid], reason=reasons.get(jid, ""))
+            for jid, upd in result.planned]
+    after = dict(result.applied)  # a requeued job's Nice/Features, set right after
+    requeued = set(result.requeued)
+    for d in result.decisions:
+        if not d.requeue:
+            continue
+        if d.job_id in requeued:
+            done = ("applied", "ok")
+        elif d.job_id in errors:
+            done = ("error", errors[d.job_id])
+        elif d.job_id in skipped:
+            done = ("skipped", skipped[d.job_id])
+        elif dry_run:
+            done = ("planned", "")
+        else:
+            done = ("skipped", "not made: slurmctld became unavailable this cycle")
+        upd = after.get(d.job_id)
+        rows.append(DecisionRow(d.job_id, digest.get(d.job_id, result.inputs_digest),
+                                upd.nice if upd else None, upd.features if upd else None, *done,
+                                action="requeue", reason=d.reason))
+    return rows

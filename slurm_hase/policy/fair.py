@@ -296,12 +296,14 @@ class FairPolicy:
         levels = self._levels(final, state.scheduler_depth)
         # only what changes, as only_changes would keep it (most of the head is unchanged)
         decisions = []
-        for job, level in zip(final, levels, strict=True):
+        for pos, (job, level) in enumerate(zip(final, levels, strict=True), start=1):
             allowed = routed[job.job_id]
             nice, to_types = changed(job, level, allowed if job.pinned_type is None else None)
             if nice is not None or to_types is not None:
-                decisions.append(Decision(job.job_id, nice=nice, gpu_types=to_types,
-                                          reason=f"fair: routed {allowed[0]}"))
+                decisions.append(Decision(
+                    job.job_id, nice=nice, gpu_types=to_types,
+                    reason=f"fair: {pos} of {len(order)} in the fair order; routed "
+                           f"{allowed[0]}, where it completes first"))
         for job in order[len(head):]:
             # beyond the horizon: behind every routed job; a job never routed gets the types
             # within 2x of its best (as hsbatch would), so backfill cannot put it on a slow one
@@ -314,7 +316,8 @@ class FairPolicy:
             nice, to_types = changed(job, NICE_MAX, fast)
             if nice is not None or to_types is not None:
                 decisions.append(Decision(job.job_id, nice=nice, gpu_types=to_types,
-                                          reason="fair: beyond the horizon"))
+                                          reason="fair: beyond the routed head of the "
+                                                 "order: waits behind it"))
         final += order[len(head):]
         return decisions + self._rotation(state, final, routed, acct)
 

@@ -46,6 +46,11 @@ CREATE TABLE model_versions (
     id INTEGER PRIMARY KEY AUTOINCREMENT, loaded_at REAL NOT NULL, path TEXT NOT NULL,
     digest TEXT NOT NULL, info TEXT NOT NULL DEFAULT '{}');
 """),
+    ("decision reasons", """
+ALTER TABLE decisions ADD COLUMN action TEXT NOT NULL DEFAULT 'update';
+ALTER TABLE decisions ADD COLUMN reason TEXT NOT NULL DEFAULT '';
+CREATE INDEX cycles_started ON cycles(started);
+"""),
 )
 
 _LOCKED = ("database is locked", "database is busy", "database table is locked")
@@ -60,7 +65,9 @@ class DecisionRow:
     nice: int | None
     features: str | None
     outcome: str  # applied | skipped | error | planned (dry run)
-    answer: str = ""
+    answer: str = ""  # Slurm's answer, or why the daemon did not make it
+    action: str = "update"  # update (Nice/Features of a pending job) | requeue (a running one)
+    reason: str = ""  # the policy's own words (Decision.reason)
 
 
 @dataclass(frozen=True)
@@ -199,6 +206,25 @@ class StateStore:
             args.append(str(cycle_id))
         return list(self.db.table("decisions").rows_where(" AND ".join(where) or None, args,
                                                     order_by="id", limit=limit))
+
+    def job_history(self, job_id: str, limit: int = 20) -> list[dict[str, Any]]:
+        """One job's recorded decisions with their cycle's start, policy and dry-run flag,
+        newest first."""
+        sql = ("SELECT d.*, c.started, c.policy, c.dry_run FROM decisions d "
+               "JOIN cycles c ON c.id = d.cycle_id WHERE d.job_id = ? "
+               "ORDER BY d.id DESC LIMIT ?")
+        cur = self.db.execute(sql, [job_id, limit])
+        names = [c[0] for c in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def prune_history(self, before: float) -> None:
+        """Drop the cycles that started before `before` (epoch s) and their decisions."""
+        def write(db: sqlite_utils.Database) -> None:
+            db.execute("DELETE FROM decisions WHERE cycle_id IN "
+                       "(SELECT id FROM cycles WHERE started < ?)", [before])
+            db.execute("DELETE FROM cycles WHERE started < ?", [before])
+
+        self._write(write)
 
     # -- ownership (what we set, to tell it from the user's) -------------------------
 

@@ -19,6 +19,8 @@ def test_demo_runs_every_step(slurm_runner: SubprocessRunner) -> None:
     step4 = out.split("=== 4.")[1].split("=== 5.")[0]
     assert "Features=" in step4
     assert "mps:50" in step4.split("$ squeue")[1]  # squeue's columns wide enough to read
+    why = step4.split("schedd job")[1]  # the first job's record in the daemon's store
+    assert re.search(r"update +-?\d+ +\S+ +applied +fair: \d+ of 10 in the fair order; routed \w+", why), why
     sacct = out.split("=== 5.")[1].split("=== 6.")[0]
     assert sacct.count("COMPLETED") == 10, out.split("=== 4.")[1].split("=== 6.")[0]
     assert "gres/gpu:t4=1" in sacct.split("pinned-t4-b")[1].splitlines()[0]  # user's type kept
