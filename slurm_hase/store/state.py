@@ -50,6 +50,7 @@ CREATE TABLE model_versions (
 ALTER TABLE decisions ADD COLUMN action TEXT NOT NULL DEFAULT 'update';
 ALTER TABLE decisions ADD COLUMN reason TEXT NOT NULL DEFAULT '';
 CREATE INDEX cycles_started ON cycles(started);
+CREATE INDEX decisions_cycle ON decisions(cycle_id);
 """),
 )
 
