@@ -205,19 +205,23 @@ class Daemon:
         try:
             self.store.record_cycle(row, rows, owned_now)
             self.store.forget(gone)
-            self._prune(result.started)
         except StoreError as exc:
             self.metrics.inc("hase_schedd_errors_total", kind="store")
             log.error("state store write delayed: %s", exc)
             return
         self._save_usage(result.started)
+        self._prune(result.started)
 
     def _prune(self, now: float) -> None:
         """Drop cycles older than the history to keep, at most once an hour."""
         if self.settings.history_s <= 0 or self._monotonic() < self._next_prune:
             return
         self._next_prune = self._monotonic() + 3600.0
-        self.store.prune_history(now - self.settings.history_s)
+        try:
+            self.store.prune_history(now - self.settings.history_s)
+        except StoreError as exc:  # kept in the store's backlog: retried with the next write
+            self.metrics.inc("hase_schedd_errors_total", kind="store")
+            log.error("state store write delayed: %s", exc)
 
     def _save_usage(self, now: float) -> None:
         try:

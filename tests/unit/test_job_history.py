@@ -16,7 +16,7 @@ from slurm_hase.daemon.config import from_mapping
 from slurm_hase.daemon.cycle import CycleConfig, JobEstimate
 from slurm_hase.daemon.fake import FakeBackend, gpu_node
 from slurm_hase.daemon.loop import Daemon, LoopSettings
-from slurm_hase.errors import ConfigError
+from slurm_hase.errors import ConfigError, StoreError
 from slurm_hase.policy.types import ClusterState, Decision
 from slurm_hase.slurm.types import GpuRequest, Job, JobState
 from slurm_hase.store.state import MIGRATIONS, CycleRow, DecisionRow, StateStore
@@ -201,3 +201,18 @@ def test_history_days_config() -> None:
     assert from_mapping({}).history_days == 30.0
     with pytest.raises(ConfigError, match=r"\[schedd\] history_days: -1 is out of range"):
         from_mapping({"schedd": {"history_days": -1}})
+
+
+def test_a_locked_store_while_pruning_is_survived(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    clock, mono = Clock(), Mono()
+    fb = FakeBackend([pending("1")], [gpu_node("a1", "a100")])
+    d, store = daemon(tmp_path, fb, history_s=3600.0, clock=clock, mono=mono)
+
+    def locked(before: float) -> None:
+        raise StoreError("state store s.db is locked; 1 writes kept for retry")
+
+    monkeypatch.setattr(store, "prune_history", locked)
+    assert d.step() <= 30  # the cycle is done and recorded; only the pruning waits
+    assert len(store.cycles()) == 1 and store.latest_usage() is not None
+    assert 'kind="store"' in d.metrics.render()
