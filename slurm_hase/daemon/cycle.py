@@ -112,9 +112,12 @@ def _same_job_set(before: Sequence[Job] | None, now: Sequence[Job]) -> bool:
     if all(map(is_, before, now)):
         return True
     ids = attrgetter("job_id")
-    if list(map(ids, before)) == list(map(ids, now)):  # the same order: compare the others
+    ids_before, ids_now = list(map(ids, before)), list(map(ids, now))
+    if ids_before == ids_now:  # the same order: compare the others
         return all(_JOB_SET_KEY(a) == _JOB_SET_KEY(b) for a, b in zip(before, now, strict=True)
                    if a is not b)
+    if set(ids_before) != set(ids_now):  # one job left and another came: no need to compare
+        return False
     return _job_set(before) == _job_set(now)
 
 

@@ -46,16 +46,22 @@ class UsageLedger:
             return
         h = self.half_life_s
         decay = 0.5 ** ((now - last) / h)
-        for acct in self._usage:
-            self._usage[acct] *= decay
+        usage = self._usage
+        for acct in usage:
+            usage[acct] *= decay
+        scale, ln2 = h / math.log(2.0), math.log(2.0)
+        # a job running since before `last` (most of them) gets the whole interval's factor
+        whole = math.expm1(-(now - last) * ln2 / h)
         for job in running:
-            begin = max(last, job.start_time)
-            if begin >= now:
+            start = job.start_time
+            if start <= last:
+                factor = whole
+            elif start < now:
+                factor = math.expm1(-(now - start) * ln2 / h)
+            else:
                 continue
-            dt = now - begin
-            rate = job.num_gpus * job.gpu_fraction * job.relative_speed
-            gained = -rate * (h / math.log(2.0)) * math.expm1(-dt * math.log(2.0) / h)
-            self._usage[job.account] = self._usage.get(job.account, 0.0) + gained
+            gained = -(job.num_gpus * job.gpu_fraction * job.relative_speed) * scale * factor
+            usage[job.account] = usage.get(job.account, 0.0) + gained
         self._last = now
 
     def add_interval(self, account: str, rate: float, start: float, end: float) -> None:
