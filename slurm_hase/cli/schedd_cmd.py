@@ -243,7 +243,7 @@ def status_cmd(as_json: bool, cycles: int, config_path: str | None, state_db: st
     click.echo(f"jobs carrying our Nice/Features: {data['owned_jobs']}")
     for c in data["cycles"]:
         click.echo(f"  cycle {c['id']:>6}  {c['policy']:<6} pending={c['pending']:<5} "
-                   f"applied={c['applied']:<4} errors={c['errors']:<3} "
+                   f"applied={c['applied']:<4} requeued={c['requeued']:<3} errors={c['errors']:<3} "
                    f"{c['duration_s'] * 1000:.0f} ms{'  DRY' if c['dry_run'] else ''}"
                    f"{'  SLURM-DOWN' if c['unavailable'] else ''}")
     if not data["cycles"]:

@@ -192,8 +192,13 @@ class StateStore:
         self._write(write)
 
     def cycles(self, limit: int = 10) -> list[dict[str, Any]]:
-        """Latest cycles, newest first."""
-        return list(self.db.table("cycles").rows_where(order_by="id desc", limit=limit))
+        """Latest cycles, newest first, each with `requeued`: the running jobs it requeued."""
+        cur = self.db.execute(
+            "SELECT c.*, (SELECT COUNT(*) FROM decisions d WHERE d.cycle_id = c.id "
+            "AND d.action = 'requeue' AND d.outcome = 'applied') AS requeued "
+            "FROM cycles c ORDER BY c.id DESC LIMIT ?", [limit])
+        names = [c[0] for c in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
     def decisions(self, *, job_id: str | None = None, cycle_id: int | None = None,
                   limit: int = 1000) -> list[dict[str, Any]]:

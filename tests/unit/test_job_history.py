@@ -216,3 +216,16 @@ def test_a_locked_store_while_pruning_is_survived(tmp_path: Path,
     assert d.step() <= 30  # the cycle is done and recorded; only the pruning waits
     assert len(store.cycles()) == 1 and store.latest_usage() is not None
     assert 'kind="store"' in d.metrics.render()
+
+
+def test_status_counts_each_cycles_requeues(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    fb = FakeBackend([pending("1"), running("2"), running("3", comment="")],
+                     [gpu_node("a1", "a100", alloc=2)])
+    d, store = daemon(tmp_path, fb)
+    d.step()
+    assert [c["requeued"] for c in store.cycles()] == [1]  # job 2; job 3's was refused
+    store.close()
+    out = CliRunner().invoke(cli, ["schedd", "status", "--state-db", str(tmp_path / "s.db")])
+    assert out.exit_code == 0 and "requeued=1 " in out.output, out.output
