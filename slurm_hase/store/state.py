@@ -193,12 +193,10 @@ class StateStore:
 
     def cycles(self, limit: int = 10) -> list[dict[str, Any]]:
         """Latest cycles, newest first, each with `requeued`: the running jobs it requeued."""
-        cur = self.db.execute(
+        return list(self.db.query(
             "SELECT c.*, (SELECT COUNT(*) FROM decisions d WHERE d.cycle_id = c.id "
             "AND d.action = 'requeue' AND d.outcome = 'applied') AS requeued "
-            "FROM cycles c ORDER BY c.id DESC LIMIT ?", [limit])
-        names = [c[0] for c in cur.description]
-        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+            "FROM cycles c ORDER BY c.id DESC LIMIT ?", [limit]))
 
     def decisions(self, *, job_id: str | None = None, cycle_id: int | None = None,
                   limit: int = 1000) -> list[dict[str, Any]]:
@@ -219,9 +217,7 @@ class StateStore:
         sql = ("SELECT d.*, c.started, c.policy, c.dry_run FROM decisions d "
                "JOIN cycles c ON c.id = d.cycle_id WHERE d.job_id = ? "
                "ORDER BY d.id DESC LIMIT ?")
-        cur = self.db.execute(sql, [job_id, limit])
-        names = [c[0] for c in cur.description]
-        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+        return list(self.db.query(sql, [job_id, limit]))
 
     def prune_history(self, before: float) -> None:
         """Drop the cycles that started before `before` (epoch s) and their decisions."""
