@@ -148,6 +148,40 @@ def refit_demo() -> tuple[int, int, float, float]:
     return len(history), len(following), before, after
 
 
+def ranking(pred: Sequence[float], rows: Sequence[Measurement]) -> tuple[int, int, float]:
+    """How well predictions rank GPU types for each workload measured on two or more of them:
+    (workloads whose predicted-fastest type is the measured fastest, workloads, mean extra time
+    of the predicted-fastest type over the measured fastest). Placing a job where it finishes
+    soonest needs this ranking more than an exact time."""
+    from collections import defaultdict
+
+    by_workload: dict[tuple[str, int, int], dict[str, tuple[float, float]]] = defaultdict(dict)
+    for m, p in zip(rows, pred, strict=True):
+        by_workload[(m.model, m.desc.batch_size or 0, m.desc.num_gpus)][m.gpu] = (p, m.iter_time_s)
+    right = n = 0
+    extra = 0.0
+    for times in by_workload.values():
+        if len(times) < 2:
+            continue
+        n += 1
+        pick = min(times, key=lambda g: times[g][0])
+        best = min(times, key=lambda g: times[g][1])
+        right += pick == best
+        extra += times[pick][1] / times[best][1] - 1.0
+    return right, n, 100.0 * extra / max(n, 1)
+
+
+def sia_ranking(rows: list[Measurement]) -> list[tuple[str, tuple[int, int, float]]]:
+    """ranking() of the shipped model and of the HASE baseline (trained on the shipped data) on
+    Sia's step times: A100, V100 32 GB, RTX 6000 and RTX 2080 Ti have no training rows, T4 has."""
+    from slurm_hase.predict.baseline import HaseBaseline
+    from slurm_hase.predict.loaders import load_sia
+
+    sia = load_sia(SHARED / "sia" / "traces", clusters=("azure", "dgx", "quad", "rtx", "aws"))
+    base = [float(p) for p in HaseBaseline().fit(rows).predict(sia)]
+    return [("ours", ranking(predict_rows(load_predictor(), sia), sia)), ("HASE-RF", ranking(base, sia))]
+
+
 def bad_inputs() -> list[tuple[str, str]]:
     """(case, message) for each rejected input."""
     out: list[tuple[str, str]] = []
@@ -194,6 +228,10 @@ def main() -> None:
         print(f"refit replay (Sia step times on V100-32GB/A100/RTX6000/2080Ti as sacct jobs): "
               f"{h} history jobs, {f} following jobs")
         print(f"  MAPE on the following jobs: shipped model {before:.1f}% -> after refit {after:.1f}%")
+        print("GPU-type ranking on Sia workloads measured on 2+ types (no refit; not a target):")
+        for who, (right, n, extra) in sia_ranking(rows):
+            print(f"  {who:<8} fastest type picked right for {right}/{n} workloads; "
+                  f"the pick runs {extra:.1f}% longer than the best on average")
     else:
         print("refit replay skipped: needs ../shared/data/sia")
     print()

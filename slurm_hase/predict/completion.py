@@ -3,7 +3,7 @@
 The training rows form a sparse matrix: one row per *workload* (model, local batch, GPU count,
 precision, mode), one column per *(GPU type, co-runners)* where the co-runners are the sorted
 co-runner GFLOPs and "none" (an exclusive run) is a column of its own. An entry is the learned
-target of the trees, ``log(iter_time) - log(compute roofline time)``, and the matrix is completed
+target of the trees, ``log(iter_time) - log(roofline time)`` (features.base_of), and the matrix is completed
 by a biased low-rank factorisation fitted with alternating ridge least squares::
 
     y[w, c] = mu + a[w] + b[c] + U[w] . V[c]

@@ -69,7 +69,7 @@ def predict_rows(pred: Predictor, rows: Sequence[Measurement]) -> list[float]:
     from slurm_hase.predict.pairs import query_shift
     from slurm_hase.predict.train import matrix
 
-    x, base, _y = matrix(rows)
+    x, base, _y = matrix(rows, pred.compute_weight)
     keys = [model_key(m.desc) for m in rows]
     scale = np.asarray([pred.factor(k, m.gpu) for k, m in zip(keys, rows, strict=True)])
     unseen = np.asarray([pred.unseen(k) for k in keys], dtype=bool)

@@ -1,8 +1,12 @@
 """Feature rows for (workload, GPU type) pairs, shared by training and prediction.
 
-The learned target is ``log(iter_time) - base`` where ``base`` is the log of the compute-roofline
-time (GFLOPs / peak TFLOPS at the job's precision), so trees learn an efficiency that carries over
-to GPU types absent from the training data.
+The learned target is ``log(iter_time) - base`` where ``base`` is the log of a roofline time: the
+geometric mean of the compute-roofline time (GFLOPs / peak TFLOPS at the job's precision) and a
+bandwidth-roofline time (GFLOPs / (memory bandwidth x FLOP_PER_BYTE)), weighted by the model's
+``compute_weight`` (COMPUTE_WEIGHT for new models; 1, the compute roofline alone, for model files
+that do not say). Trees learn an efficiency that carries over to GPU types absent from the
+training data; the blend is there because measured training speeds scale with memory bandwidth
+as much as with peak FLOPS (docs/predictor.md, round 6).
 """
 
 from __future__ import annotations
@@ -29,6 +33,13 @@ N_GPU = 6
 PRECISION_CODE = {"fp32": 0.0, "tf32": 1.0, "fp16": 2.0, "bf16": 2.0, "int8": 3.0}
 BYTES_PER_PARAM = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "int8": 1.0}
 _LOG_1E3 = math.log(1e3)
+# Weight of the compute roofline in the base (the rest: the bandwidth roofline). 1 = compute only,
+# what model files without a "compute_weight" were trained with.
+COMPUTE_WEIGHT = 0.5
+# Arithmetic intensity that turns GB/s into TFLOPS for the bandwidth roofline. Only the base's
+# dependence on the GPU matters (a constant shifts every target alike), so this only sets its units.
+FLOP_PER_BYTE = 10.0
+_LOG_TFLOPS_PER_GBS = math.log(FLOP_PER_BYTE * 1e9 / 1e12)
 
 
 def job_vector(desc: WorkloadDescriptor) -> list[float]:
@@ -69,23 +80,33 @@ def cross(job: Sequence[float], gpu: Sequence[float], precision: str) -> tuple[f
     return compute, weights
 
 
-def row(desc: WorkloadDescriptor, spec: GpuSpec) -> tuple[list[float], float]:
+def base_of(compute: float, gpu: Sequence[float], compute_weight: float) -> float:
+    """The base (log roofline seconds) from the log compute-roofline time and the GPU part of a
+    row: compute_weight x compute roofline + (1 - compute_weight) x bandwidth roofline, in logs."""
+    if compute_weight == 1.0:
+        return compute
+    return compute + (1.0 - compute_weight) * (gpu[0] - gpu[1] - _LOG_TFLOPS_PER_GBS)
+
+
+def row(desc: WorkloadDescriptor, spec: GpuSpec, compute_weight: float = COMPUTE_WEIGHT
+        ) -> tuple[list[float], float]:
     """(feature row, base) for one pair; the prediction is ``exp(base + model(row))``."""
     job = job_vector(desc)
     gpu = gpu_vector(spec, desc.precision)
     c, w = cross(job, gpu, desc.precision)
-    return [*job, *gpu, c, w], c
+    return [*job, *gpu, c, w], base_of(c, gpu, compute_weight)
 
 
 def feature_matrix(
-    descs: Sequence[WorkloadDescriptor], specs: Sequence[GpuSpec]
+    descs: Sequence[WorkloadDescriptor], specs: Sequence[GpuSpec], compute_weight: float = COMPUTE_WEIGHT
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """Rows for every (desc, gpu) pair, desc-major; and the base (log roofline seconds)."""
-    return matrix_of([(tuple(job_vector(d)), d.precision) for d in descs], specs)
+    return matrix_of([(tuple(job_vector(d)), d.precision) for d in descs], specs, compute_weight)
 
 
 def matrix_of(
-    jobs_prec: Sequence[tuple[tuple[float, ...], str]], specs: Sequence[GpuSpec]
+    jobs_prec: Sequence[tuple[tuple[float, ...], str]], specs: Sequence[GpuSpec],
+    compute_weight: float = COMPUTE_WEIGHT,
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """feature_matrix from (job vector, precision) pairs (numpy is imported here, on first use)."""
     import numpy as np
@@ -103,4 +124,7 @@ def matrix_of(
     bpp = np.array([BYTES_PER_PARAM[p] for p in precs])[:, None]
     weights = jb[:, :, 1] + np.log(1e6 * bpp) - gpus[:, :, 1] - math.log(1e9)
     x = np.concatenate([jb, gpus, compute[:, :, None], weights[:, :, None]], axis=2)
-    return x.reshape(n * k, len(FEATURES)), compute.reshape(n * k)
+    base = compute
+    if compute_weight != 1.0:
+        base = compute + (1.0 - compute_weight) * (gpus[:, :, 0] - gpus[:, :, 1] - _LOG_TFLOPS_PER_GBS)
+    return x.reshape(n * k, len(FEATURES)), base.reshape(n * k)

@@ -68,14 +68,14 @@ PAIR_FOLDS = 3
 PAIR_SEED = 1
 
 
-def matrix(rows: Sequence[Measurement]) -> tuple[Any, Any, Any]:
-    """(X, base, y) where the model learns ``log(iter_time) - base``."""
+def matrix(rows: Sequence[Measurement], compute_weight: float = F.COMPUTE_WEIGHT) -> tuple[Any, Any, Any]:
+    """(X, base, y) where the model learns ``log(iter_time) - base`` (features.base_of)."""
     import numpy as np
 
     xs: list[list[float]] = []
     bases: list[float] = []
     for m in rows:
-        x, b = F.row(m.desc, resolve_gpu(m.gpu))
+        x, b = F.row(m.desc, resolve_gpu(m.gpu), compute_weight)
         xs.append(x)
         bases.append(b)
     x_arr = np.asarray(xs, dtype=float).reshape(len(rows), len(F.FEATURES))
@@ -337,6 +337,7 @@ def train(
         "sources": dict(Counter(m.source.split(":")[0] if m.source else "site" for m in rows)),
         "data_sha256": data_digest(rows),
         "train_seconds": round(time.perf_counter() - t0, 2),
+        "compute_weight": F.COMPUTE_WEIGHT,  # the roofline the targets are relative to
         "note": note,
     }
     return Predictor(boosters={"p50": p50, "p90": p90, "p50_unseen": p50_unseen}, meta=meta, factors=factors,

