@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -153,8 +154,6 @@ def ranking(pred: Sequence[float], rows: Sequence[Measurement]) -> tuple[int, in
     (workloads whose predicted-fastest type is the measured fastest, workloads, mean extra time
     of the predicted-fastest type over the measured fastest). Placing a job where it finishes
     soonest needs this ranking more than an exact time."""
-    from collections import defaultdict
-
     by_workload: dict[tuple[str, int, int], dict[str, tuple[float, float]]] = defaultdict(dict)
     for m, p in zip(rows, pred, strict=True):
         by_workload[(m.model, m.desc.batch_size or 0, m.desc.num_gpus)][m.gpu] = (p, m.iter_time_s)

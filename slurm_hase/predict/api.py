@@ -222,14 +222,14 @@ class Predictor:
         gpu = F.gpu_vector(spec, precision)
         c, w = F.cross(job, gpu, precision)
         x = [*job, *gpu, c, w]
-        c = F.base_of(c, gpu, self.compute_weight)
+        base = F.base_of(c, gpu[0], gpu[1], self.compute_weight)
         s50 = predict_one(self._trees["p50_unseen" if unseen else "p50"], x)
         if cf is not None:
             s50 += self.cf_shift(cf[0], cf[1], cf[2], spec.key, s50)
         if desc is not None and self.pairs is not None:
             s50 += query_shift(self.pairs, spec.key, desc)
-        p50 = math.exp(c + s50)
-        p90 = math.exp(c + s50 + predict_one(self._trees["p90"], x))
+        p50 = math.exp(base + s50)
+        p90 = math.exp(base + s50 + predict_one(self._trees["p90"], x))
         return p50, max(p50, p90)
 
     def mps_slowdown(

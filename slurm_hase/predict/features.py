@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from slurm_hase.predict.catalog import GpuSpec
 from slurm_hase.predict.descriptor import WorkloadDescriptor
@@ -33,6 +33,7 @@ N_GPU = 6
 PRECISION_CODE = {"fp32": 0.0, "tf32": 1.0, "fp16": 2.0, "bf16": 2.0, "int8": 3.0}
 BYTES_PER_PARAM = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "int8": 1.0}
 _LOG_1E3 = math.log(1e3)
+_Num = TypeVar("_Num", float, "np.ndarray[Any, Any]")
 # Weight of the compute roofline in the base (the rest: the bandwidth roofline). 1 = compute only,
 # what model files without a "compute_weight" were trained with.
 COMPUTE_WEIGHT = 0.5
@@ -80,12 +81,14 @@ def cross(job: Sequence[float], gpu: Sequence[float], precision: str) -> tuple[f
     return compute, weights
 
 
-def base_of(compute: float, gpu: Sequence[float], compute_weight: float) -> float:
-    """The base (log roofline seconds) from the log compute-roofline time and the GPU part of a
-    row: compute_weight x compute roofline + (1 - compute_weight) x bandwidth roofline, in logs."""
+def base_of(compute: _Num, log_peak: _Num, log_bw: _Num, compute_weight: float) -> _Num:
+    """The base (log roofline seconds) from the log compute-roofline time, the GPU's log peak
+    TFLOPS and log bandwidth (floats, or numpy arrays of them): compute_weight x compute roofline
+    + (1 - compute_weight) x bandwidth roofline, in logs."""
     if compute_weight == 1.0:
         return compute
-    return compute + (1.0 - compute_weight) * (gpu[0] - gpu[1] - _LOG_TFLOPS_PER_GBS)
+    base: _Num = compute + (1.0 - compute_weight) * (log_peak - log_bw - _LOG_TFLOPS_PER_GBS)
+    return base
 
 
 def row(desc: WorkloadDescriptor, spec: GpuSpec, compute_weight: float = COMPUTE_WEIGHT
@@ -94,7 +97,7 @@ def row(desc: WorkloadDescriptor, spec: GpuSpec, compute_weight: float = COMPUTE
     job = job_vector(desc)
     gpu = gpu_vector(spec, desc.precision)
     c, w = cross(job, gpu, desc.precision)
-    return [*job, *gpu, c, w], base_of(c, gpu, compute_weight)
+    return [*job, *gpu, c, w], base_of(c, gpu[0], gpu[1], compute_weight)
 
 
 def feature_matrix(
@@ -124,7 +127,5 @@ def matrix_of(
     bpp = np.array([BYTES_PER_PARAM[p] for p in precs])[:, None]
     weights = jb[:, :, 1] + np.log(1e6 * bpp) - gpus[:, :, 1] - math.log(1e9)
     x = np.concatenate([jb, gpus, compute[:, :, None], weights[:, :, None]], axis=2)
-    base = compute
-    if compute_weight != 1.0:
-        base = compute + (1.0 - compute_weight) * (gpus[:, :, 0] - gpus[:, :, 1] - _LOG_TFLOPS_PER_GBS)
+    base = base_of(compute, gpus[:, :, 0], gpus[:, :, 1], compute_weight)
     return x.reshape(n * k, len(FEATURES)), base.reshape(n * k)

@@ -19,14 +19,7 @@ from slurm_hase.daemon.reset import reset_decisions
 from slurm_hase.policy.types import ClusterState, Decision
 from slurm_hase.slurm.types import GpuRequest, Job, JobState, JobUpdate, SchedulerDepths
 from slurm_hase.store.state import StateStore
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def now(self) -> float:
-        return self.t
+from tests.unit.test_daemon_cycle import Clock
 
 
 class Est:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -13,23 +12,17 @@ from click.testing import CliRunner
 
 from slurm_hase.cli.main import cli
 from slurm_hase.daemon.config import from_mapping
-from slurm_hase.daemon.cycle import CycleConfig, JobEstimate
+from slurm_hase.daemon.cycle import CycleConfig
 from slurm_hase.daemon.fake import FakeBackend, gpu_node
 from slurm_hase.daemon.loop import Daemon, LoopSettings
 from slurm_hase.errors import ConfigError, StoreError
 from slurm_hase.policy.types import ClusterState, Decision
 from slurm_hase.slurm.types import GpuRequest, Job, JobState
 from slurm_hase.store.state import MIGRATIONS, CycleRow, DecisionRow, StateStore
+from tests.unit.test_daemon_cycle import Clock
+from tests.unit.test_daemon_requeue import Est
 
 CKPT = '{"hase":1,"model":"resnet50","ckpt":1}'
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 100_000.0
-
-    def now(self) -> float:
-        return self.t
 
 
 class Mono:
@@ -38,11 +31,6 @@ class Mono:
 
     def __call__(self) -> float:
         return self.t
-
-
-class Est:
-    def estimate(self, job: Job, gpu_types: Sequence[str]) -> JobEstimate | None:
-        return JobEstimate({t: 500.0 for t in gpu_types}, checkpoint='"ckpt":1' in job.comment)
 
 
 class Rotating:
@@ -72,7 +60,7 @@ def running(jid: str, comment: str = CKPT) -> Job:
 def daemon(tmp_path: Path, fb: FakeBackend, *, dry: bool = False, history_s: float = 3600.0,
            clock: Clock | None = None, mono: Mono | None = None) -> tuple[Daemon, StateStore]:
     store = StateStore(tmp_path / "s.db")
-    d = Daemon(fb, Rotating(), Est(), clock or Clock(), store,
+    d = Daemon(fb, Rotating(), Est(), clock or Clock(100_000.0), store,
                CycleConfig(dry_run=dry, requeue=True, refresh_s=0.0),
                LoopSettings(interval_s=30, half_life_s=60, history_s=history_s),
                shares={"a": 1.0, "b": 1.0}, monotonic=mono or Mono())
@@ -107,7 +95,7 @@ def test_a_dry_run_records_the_requeue_as_planned(tmp_path: Path) -> None:
 
 
 def test_old_cycles_are_pruned_at_most_hourly(tmp_path: Path) -> None:
-    clock, mono = Clock(), Mono()
+    clock, mono = Clock(100_000.0), Mono()
     fb = FakeBackend([pending("1")], [gpu_node("a1", "a100")])
     d, store = daemon(tmp_path, fb, history_s=3600.0, clock=clock, mono=mono)
     d.step()
@@ -128,7 +116,7 @@ def test_old_cycles_are_pruned_at_most_hourly(tmp_path: Path) -> None:
 
 
 def test_history_zero_keeps_everything(tmp_path: Path) -> None:
-    clock, mono = Clock(), Mono()
+    clock, mono = Clock(100_000.0), Mono()
     fb = FakeBackend([pending("1")], [gpu_node("a1", "a100")])
     d, store = daemon(tmp_path, fb, history_s=0.0, clock=clock, mono=mono)
     d.step()
@@ -205,7 +193,7 @@ def test_history_days_config() -> None:
 
 def test_a_locked_store_while_pruning_is_survived(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    clock, mono = Clock(), Mono()
+    clock, mono = Clock(100_000.0), Mono()
     fb = FakeBackend([pending("1")], [gpu_node("a1", "a100")])
     d, store = daemon(tmp_path, fb, history_s=3600.0, clock=clock, mono=mono)
 

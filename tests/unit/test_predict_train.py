@@ -83,7 +83,8 @@ def test_a_model_file_without_compute_weight_keeps_the_compute_roofline(
     for gpu in ("p100", "a100"):
         spec = resolve_gpu(gpu)
         job, vec = F.job_vector(d), F.gpu_vector(spec, "fp32")
-        shift = F.base_of(F.cross(job, vec, "fp32")[0], vec, 0.5) - F.cross(job, vec, "fp32")[0]
+        compute = F.cross(job, vec, "fp32")[0]
+        shift = F.base_of(compute, vec[0], vec[1], 0.5) - compute
         new_p50 = small_model.predict(d, [gpu])[gpu].iter_time_p50
         old_p50 = old.predict(d, [gpu])[gpu].iter_time_p50
         assert old_p50 == pytest.approx(new_p50 * math.exp(-shift), rel=1e-9)
