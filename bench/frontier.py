@@ -11,8 +11,11 @@ accounts) and with one shortest-first order over all accounts (`sfq` 0) at a swe
 values: the knob an admin turns to buy fairness with JCT (docs/daemon.md items 9-10).
 
 Prints one table (mean over seeds of avg JCT / the same seed's Slurm fifo, Jain over accounts,
-p99 rho; a setting that meets issue #4's JCT <= 0.5x and Jain >= 0.95 together is marked) and
-writes bench/out/frontier.md and frontier.png (JCT ratio against Jain, target corner shaded).
+p99 rho; a setting that meets issue #4's JCT <= 0.5x and Jain >= 0.95 together is marked), then
+who pays for fairness (the first floor of the sweep against the first one that reaches Jain
+0.95, or the last: each account's JCT and contended level in both, and the hours it adds to the
+average JCT), and writes bench/out/frontier.md and frontier.png (JCT ratio against Jain, target
+corner shaded).
 Needs ../shared/data (the Philly trace).
 """
 
@@ -30,6 +33,7 @@ sys.path.insert(0, str(REPO))
 
 from policies import SLACK, WEEK, Task, _one  # noqa: E402
 
+from slurm_hase.sim.compare import account_comparison  # noqa: E402
 from slurm_hase.sim.report import DEFAULT_DATA, TRACE_ALIASES  # noqa: E402
 
 FLOORS = (0.0, 0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7)
@@ -82,6 +86,42 @@ def table(summary: list[dict[str, Any]], seeds: list[int]) -> str:
                      f"({'/'.join(f'{v:.3f}' for v in s['jain_per_seed'])}) | {s['jain_1d']:.3f} "
                      f"| {s['rho_p99']:.2f} "
                      f"| {'*' if both else ''} |")
+    return "\n".join(lines) + "\n"
+
+
+def who_pays(rows: list[dict[str, Any]], cheap: str, fair: str) -> str:
+    """Which accounts pay for the fairness `fair` buys over `cheap` (both in `rows`): per account,
+    the mean over seeds of its average JCT and contended level in each, and the hours it adds
+    to the overall average JCT (the additions sum to the change of the average)."""
+    per_seed = []
+    for seed in sorted({r["seed"] for r in rows}):
+        runs = {r["policy"]: r for r in rows if r["seed"] == seed and r["policy"] in (cheap, fair)}
+        if len(runs) == 2:
+            per_seed.append(account_comparison([cheap, fair], runs))
+    if not per_seed:
+        return ""
+    lines = [f"Who pays for fairness: {fair} against {cheap} (mean of {len(per_seed)} seeds; "
+             "level = service / entitlement while contended; adds = hours the account adds to "
+             "the average JCT)", "", "| account | jobs | JCT h before | JCT h after | level before "
+             "| level after | adds h |", "|---|---|---|---|---|---|---|"]
+
+    def mean(acct: str, pol: str, key: str, unit: float = 1.0) -> float | None:
+        vals = [s[acct][pol][key] for s in per_seed if acct in s and s[acct][pol][key] is not None]
+        return sum(vals) / len(vals) / unit if vals else None
+
+    def fmt(v: float | None, spec: str) -> str:
+        return "-" if v is None else format(v, spec)
+
+    total = 0.0
+    for acct in per_seed[0]:
+        adds = mean(acct, fair, "adds_to_avg_jct_s", 3600.0)
+        total += adds or 0.0
+        lines.append(f"| {acct} | {per_seed[0][acct]['jobs']:.0f} "
+                     f"| {fmt(mean(acct, cheap, 'avg_jct_s', 3600.0), '.2f')} "
+                     f"| {fmt(mean(acct, fair, 'avg_jct_s', 3600.0), '.2f')} "
+                     f"| {fmt(mean(acct, cheap, 'mean_level'), '.3f')} "
+                     f"| {fmt(mean(acct, fair, 'mean_level'), '.3f')} | {fmt(adds, '+.3f')} |")
+    lines.append(f"| all | | | | | | {total:+.3f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -155,6 +195,14 @@ def main() -> int:
             rows.append(row)
     summary = summarise(rows, [s[0] for s in chosen])
     text = table(summary, seeds)
+    floors = [s for s in chosen if s[0].startswith("fair-sfq0-floor")]
+    # the cheapest setting (no floor) against the fairest one that meets Jain's target, or
+    # the last floor of the sweep
+    fairest = next((s["setting"] for s in summary if s["setting"].startswith("fair-sfq0-floor")
+                    and s["setting"] != floors[0][0] and s["jain"] >= JAIN_TARGET), floors[-1][0]
+                   ) if floors else None
+    if fairest is not None and fairest != floors[0][0]:
+        text += "\n" + who_pays(rows, floors[0][0], fairest)
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "frontier.md").write_text(text)
     if not a.no_plot:

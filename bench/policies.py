@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from slurm_hase.sim.cluster import uniform_cluster  # noqa: E402
 from slurm_hase.sim.engine import SimConfig  # noqa: E402
+from slurm_hase.sim.metrics import account_metrics  # noqa: E402
 from slurm_hase.sim.report import (  # noqa: E402
     DEFAULT_DATA,
     TraceSetup,
@@ -86,14 +87,15 @@ def _one(args: Task) -> dict[str, Any]:
         # ablation: a g-GPU job becomes g 1-GPU jobs (same account, arrival, duration, work)
         jobs = [dataclasses.replace(j, job_id=f"{j.job_id}.{k}", num_gpus=1)
                 for j in jobs for k in range(max(j.num_gpus, 1))]
-    _, m = run(jobs, spec, table, SimConfig(policy=policy, knobs=knobs, interval_s=60.0,
-                                            checkpoint_share=ckpt, hsbatch_slack=slack,
-                                            ledger_half_life_s=half_life))
+    res, m = run(jobs, spec, table, SimConfig(policy=policy, knobs=knobs, interval_s=60.0,
+                                              checkpoint_share=ckpt, hsbatch_slack=slack,
+                                              ledger_half_life_s=half_life))
     util = "/".join(f"{t}:{u:.2f}" for t, u in m.get("util_by_type", {}).items())
     # scontrol updates the daemon made per cycle (Nice + Features): the load it puts on slurmctld
     per_cycle = m["updates"] / m["cycles"] if m.get("cycles") else 0.0
+    # per account (JCT, level): who gains and who pays (frontier.py's "who pays" table)
     return {"scenario": scenario, "seed": sc["seed"], "policy": label, **m, "util": util,
-            "upd_per_cycle": per_cycle}
+            "upd_per_cycle": per_cycle, "by_account": account_metrics(res)}
 
 
 def _speed(data: Path, n: int, gpus: int, policy: str = "fifo") -> dict[str, Any]:

@@ -72,7 +72,8 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
               help="Without --cluster: GPUs per type, 4 per node.")
 @click.option("--policy", "policies", multiple=True, default=["fifo"], show_default=True,
               help="fifo, hase, fair, gavel; repeat it to compare policies on the same jobs "
-                   "(one table, ratios to the first, overlaid plots).")
+                   "(one table, ratios to the first, overlaid plots, and by account: which "
+                   "accounts gain and which pay).")
 @click.option("--knob", "knob", multiple=True,
               help="Policy knob NAME=VALUE (e.g. theta=0.2): set on every listed policy that "
                    "has it; POLICY.NAME=VALUE for one policy.")
@@ -191,7 +192,7 @@ def _run_one(jobs: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable
              ) -> tuple[SimResult, dict[str, Any], list[Path]]:
     """One policy's run, with a progress bar: (result, metrics, the files written)."""
     from slurm_hase.sim.engine import simulate as run_sim
-    from slurm_hase.sim.metrics import compute
+    from slurm_hase.sim.metrics import account_metrics, compute
     from slurm_hase.sim.report import refused_count, write_outputs
 
     click.echo(f"simulating {len(jobs)} jobs on {spec.total_gpus} GPUs {spec.gpus_by_type} "
@@ -199,7 +200,8 @@ def _run_one(jobs: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable
     with click.progressbar(length=len(jobs), label=f"{config.policy}: jobs finished",
                            file=sys.stderr) as bar:
         result = run_sim(jobs, spec, table, config, progress=bar.update)
-        metrics = {**compute(result), "refused": refused_count(result)}
+        metrics = {**compute(result), "refused": refused_count(result),
+                   "by_account": account_metrics(result)}
     return result, metrics, write_outputs(out, config.policy, result, metrics, meta)
 
 
@@ -207,7 +209,7 @@ def _print(policies: tuple[str, ...], metrics: dict[str, dict[str, Any]],
            summaries: dict[str, Path], paths: list[Path], as_json: bool) -> None:
     """The run's summary file (one policy) or the comparison as JSON; else the files written,
     a line per policy and, for several, the comparison table."""
-    from slurm_hase.sim.compare import comparison, comparison_table
+    from slurm_hase.sim.compare import account_table, comparison, comparison_table
 
     if as_json:
         if len(policies) == 1:
@@ -226,6 +228,7 @@ def _print(policies: tuple[str, ...], metrics: dict[str, dict[str, Any]],
                    f"{m.get('jain_accounts_1d', 0):.3f}), wall {m.get('wall_s', 0):.1f} s")
     if len(policies) > 1:
         click.echo(comparison_table(policies, metrics))
+    click.echo(account_table(policies, metrics))
 
 
 def route_knobs(policies: tuple[str, ...], knobs: dict[str, float]) -> dict[str, dict[str, float]]:

@@ -16,7 +16,77 @@ def comparison(policies: Sequence[str], metrics: Mapping[str, Mapping[str, Any]]
     return {"policies": list(policies), "baseline": policies[0],
             "metrics": {p: metrics[p] for p in policies},
             "avg_jct_vs_baseline": {p: (metrics[p].get("avg_jct_s", 0.0) / base if base else None)
-                                    for p in policies}}
+                                    for p in policies},
+            "accounts": account_comparison(policies, metrics)}
+
+
+def account_comparison(policies: Sequence[str], metrics: Mapping[str, Mapping[str, Any]]
+                       ) -> dict[str, dict[str, Any]]:
+    """Who gains and who pays: per account (most jobs in the first policy's run first), each
+    policy's average JCT and mean level (metrics' `by_account`), and for every policy its
+    average JCT / the first policy's and the seconds the account adds to the overall average
+    JCT (jobs x JCT change / all jobs: the accounts' additions sum to the change of the
+    average). Empty when a run has no `by_account`."""
+    runs = {p: metrics[p].get("by_account") for p in policies}
+    first = runs[policies[0]]
+    if first is None or any(r is None for r in runs.values()):
+        return {}
+    n_all = sum(a["jobs"] for a in first.values()) or 1.0
+    out: dict[str, dict[str, Any]] = {}
+    for acct in sorted(first, key=lambda a: (-first[a]["jobs"], a)):
+        base = first[acct].get("avg_jct_s")
+        row: dict[str, Any] = {"jobs": first[acct]["jobs"]}
+        for p in policies:
+            mine = (runs[p] or {}).get(acct, {})
+            jct = mine.get("avg_jct_s")
+            same = jct is not None and base is not None and mine.get("jobs") == first[acct]["jobs"]
+            row[p] = {"avg_jct_s": jct, "mean_level": mine.get("mean_level"),
+                      "jct_vs_baseline": jct / base if same and base else None,
+                      "adds_to_avg_jct_s": (jct - base) * first[acct]["jobs"] / n_all
+                      if same else None}
+        out[acct] = row
+    return out
+
+
+def account_table(policies: Sequence[str], metrics: Mapping[str, Mapping[str, Any]],
+                  limit: int = 10) -> str:
+    """account_comparison as text: the `limit` accounts with most jobs, then the sums ("" when
+    there is nothing to compare)."""
+    accounts = account_comparison(policies, metrics)
+    if not accounts:
+        return ""
+    others = policies[1:]
+    header = ["account", "jobs", *[f"{p} JCT h" for p in policies],
+              *[f"{p} level" for p in policies], *[f"{p} / {policies[0]}" for p in others],
+              *[f"{p} adds h" for p in others]]
+
+    def num(v: float | None, digits: int) -> str:
+        return "-" if v is None else f"{v:.{digits}f}"
+
+    def signed(v: float | None) -> str:
+        return "-" if v is None else f"{v / 3600.0:+.3f}"
+
+    rows = []
+    for acct, row in list(accounts.items())[:limit]:
+        rows.append([acct, f"{row['jobs']:.0f}",
+                     *[num(None if row[p]["avg_jct_s"] is None else row[p]["avg_jct_s"] / 3600.0, 2)
+                       for p in policies],
+                     *[num(row[p]["mean_level"], 3) for p in policies],
+                     *[num(row[p]["jct_vs_baseline"], 3) for p in others],
+                     *[signed(row[p]["adds_to_avg_jct_s"]) for p in others]])
+    total_adds = {p: sum(r[p]["adds_to_avg_jct_s"] or 0.0 for r in accounts.values())
+                  for p in others}
+    rows.append([f"all {len(accounts)}", f"{sum(r['jobs'] for r in accounts.values()):.0f}",
+                 *[num(metrics[p].get("avg_jct_s", 0.0) / 3600.0, 2) for p in policies],
+                 *["" for _ in policies], *["" for _ in others],
+                 *[signed(total_adds[p]) for p in others]])
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
+                       enumerate(zip(r, widths, strict=True))) for r in [header, *rows]]
+    more = len(accounts) - limit
+    note = [f"({more} more accounts: --json has every one)"] if more > 0 else []
+    return "\n".join(["", "By account (level = service / entitlement while contended; "
+                       "adds = hours the account adds to the average JCT):", *lines, *note])
 
 
 def comparison_table(policies: Sequence[str], metrics: Mapping[str, Mapping[str, Any]]) -> str:

@@ -78,6 +78,36 @@ def jain_over_windows(samples: list[Sample], total_gpus: float, shares: Mapping[
     return float(np.mean(vals)) if vals else 1.0
 
 
+def account_metrics(result: SimResult) -> dict[str, dict[str, float | None]]:
+    """Per account: finished jobs, their average JCT and queue wait (s), GPU-hours held, and
+    its mean level (normalised service / entitlement, the Jain index's term) over the contended
+    samples where it had jobs (None: it never had jobs while the cluster was contended)."""
+    total = float(sum(result.gpus_by_type.values()))
+    sums: dict[str, list[float]] = {}  # account -> [jobs, JCT, wait, GPU-seconds]
+    for j in result.jobs:
+        if j.end < 0 or j.start < 0:
+            continue
+        acc = sums.setdefault(j.trace.account, [0.0, 0.0, 0.0, 0.0])
+        held = j.trace.num_gpus * j.trace.gpu_fraction * (j.end - j.start)
+        acc[0] += 1
+        acc[1] += j.end - j.trace.submit_s
+        acc[2] += j.end - j.trace.submit_s - (j.end - j.start + j.run_before)
+        acc[3] += held + sum(j.earlier_gpu_s.values())
+    levels: dict[str, list[float]] = {}
+    for s, ent in contended_entitlements(result.samples, total, result.shares):
+        for a, e in ent.items():
+            if e > 0:
+                levels.setdefault(a, []).append(s.accounts[a][0] / e)
+    out: dict[str, dict[str, float | None]] = {}
+    for a in sorted(sums.keys() | levels.keys()):
+        n, jct, wait, gpu_s = sums.get(a, [0.0, 0.0, 0.0, 0.0])
+        lv = levels.get(a)
+        out[a] = {"jobs": n, "avg_jct_s": jct / n if n else None,
+                  "avg_wait_s": wait / n if n else None, "gpu_hours": gpu_s / 3600.0,
+                  "mean_level": float(np.mean(lv)) if lv else None}
+    return out
+
+
 def isolated_runtime(runtime: Mapping[str, float], gpus: float, n_jobs: float,
                      capacity: Mapping[str, int]) -> float:
     """T_iso of a job on a 1/N share of every GPU type (see module doc)."""

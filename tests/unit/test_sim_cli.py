@@ -195,11 +195,21 @@ def test_several_policies_on_the_same_jobs_compare_in_one_table(tmp_path: Path,
     fifo = json.loads((tmp_path / "both" / "fifo.json").read_text())["metrics"]
     ratio = float(lines[header + 2].split()[-1])
     assert ratio == pytest.approx(fair_alone["avg_jct_s"] / fifo["avg_jct_s"], abs=5e-4)
+    # who gains and who pays: one row per account, and the accounts' additions to the
+    # average JCT sum to fair's change of it
+    by = next(i for i, ln in enumerate(lines) if ln.startswith("account "))
+    total = next(ln for ln in lines[by:] if ln.startswith("all "))
+    assert float(total.split()[-1]) == pytest.approx(
+        (fair_alone["avg_jct_s"] - fifo["avg_jct_s"]) / 3600, abs=1.5e-3)
+    assert fair_both["metrics"]["by_account"] == fair_alone["by_account"]
     as_json = CliRunner().invoke(simulate, [*common, "--policy", "fifo", "--policy", "hase",
                                             "--out", str(tmp_path / "j"), "--json"])
     doc = json.loads(as_json.stdout)
     assert doc["baseline"] == "fifo" and doc["avg_jct_vs_baseline"]["fifo"] == 1.0
     assert set(doc["metrics"]) == {"fifo", "hase"}
+    accounts = doc["accounts"]
+    assert set(accounts) == set(doc["metrics"]["fifo"]["by_account"])
+    assert sum(a["jobs"] for a in accounts.values()) == doc["metrics"]["fifo"]["jobs"]
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -5,8 +5,17 @@ from __future__ import annotations
 import pytest
 
 from slurm_hase.policy.common import water_fill
-from slurm_hase.sim.engine import Sample
-from slurm_hase.sim.metrics import isolated_runtime, jain, jain_over_time, jain_over_windows
+from slurm_hase.sim.compare import account_comparison, account_table
+from slurm_hase.sim.engine import Sample, SimResult
+from slurm_hase.sim.metrics import (
+    account_metrics,
+    isolated_runtime,
+    jain,
+    jain_over_time,
+    jain_over_windows,
+)
+from slurm_hase.sim.simcluster import SimJob
+from slurm_hase.sim.traces import TraceJob
 
 
 def test_water_fill_caps_demand_and_splits_rest_by_weight() -> None:
@@ -56,3 +65,63 @@ def test_jain_over_windows_evens_out_turns_within_a_day_not_across_days() -> Non
     calm = Sample(1200.0, 0, 1, {}, {"a": (8.0, 8.0), "b": (0.0, 0.0)})
     assert jain_over_windows([a_turn, b_turn, calm], 8.0, shares) == pytest.approx(1.0)
     assert jain_over_windows([calm], 8.0, shares) == 1.0
+
+
+def _done(idx: int, account: str, gpus: int, submit: float, start: float, end: float,
+          run_before: float = 0.0) -> SimJob:
+    job = SimJob(idx, TraceJob(str(idx), submit, account, "u", gpus, end - start),
+                 {"v100": end - start}, 2 * (end - start), gpu_type="v100")
+    job.start, job.end, job.run_before = start, end, run_before
+    return job
+
+
+def _result(jobs: list[SimJob], samples: list[Sample]) -> SimResult:
+    return SimResult(jobs=jobs, samples=samples, gpus_by_type={"v100": 8},
+                     shares={"a": 1.0, "b": 1.0}, cycles=0, updates=0, wall_s=0.0)
+
+
+def test_account_metrics_per_account_jct_wait_gpu_hours_and_level() -> None:
+    jobs = [_done(0, "a", 4, 0.0, 0.0, 3600.0), _done(1, "a", 2, 0.0, 1800.0, 5400.0),
+            # b's job ran 600 s before a requeue, then waited again: its wait leaves both out
+            _done(2, "b", 1, 0.0, 3000.0, 7200.0, run_before=600.0),
+            _done(3, "b", 1, 0.0, -1.0, -1.0)]  # never ran: not counted
+    jobs[2].earlier_gpu_s = {"v100": 600.0}
+    contended = Sample(0.0, 1, 2, {}, {"a": (4.0, 6.0), "b": (1.0, 4.0)})
+    calm = Sample(600.0, 0, 2, {}, {"a": (6.0, 6.0), "b": (1.0, 1.0)})
+    by = account_metrics(_result(jobs, [contended, calm]))
+    assert by["a"]["jobs"] == 2 and by["b"]["jobs"] == 1
+    assert by["a"]["avg_jct_s"] == pytest.approx((3600.0 + 5400.0) / 2)
+    assert by["a"]["avg_wait_s"] == pytest.approx(1800.0 / 2)
+    assert by["b"]["avg_wait_s"] == pytest.approx(7200.0 - 4200.0 - 600.0)
+    assert by["a"]["gpu_hours"] == pytest.approx(4.0 + 2.0)
+    assert by["b"]["gpu_hours"] == pytest.approx((4200.0 + 600.0) / 3600.0)
+    # the contended sample only: 8 GPUs water-filled over demands 6 and 4 -> 4 each
+    assert by["a"]["mean_level"] == pytest.approx(4.0 / 4.0)
+    assert by["b"]["mean_level"] == pytest.approx(1.0 / 4.0)
+    assert account_metrics(_result(jobs, [calm]))["a"]["mean_level"] is None
+
+
+def test_account_comparison_additions_sum_to_the_change_of_the_average() -> None:
+    base = [_done(0, "a", 1, 0.0, 0.0, 3600.0), _done(1, "a", 1, 0.0, 0.0, 3600.0),
+            _done(2, "b", 1, 0.0, 0.0, 7200.0)]
+    other = [_done(0, "a", 1, 0.0, 0.0, 7200.0), _done(1, "a", 1, 0.0, 0.0, 3600.0),
+             _done(2, "b", 1, 0.0, 0.0, 3600.0)]
+    metrics = {}
+    for name, jobs in (("fifo", base), ("fair", other)):
+        res = _result(jobs, [])
+        jct = [j.end - j.trace.submit_s for j in jobs]
+        metrics[name] = {"avg_jct_s": sum(jct) / len(jct), "by_account": account_metrics(res)}
+    acc = account_comparison(["fifo", "fair"], metrics)
+    assert list(acc) == ["a", "b"]  # most jobs first
+    assert acc["a"]["fair"]["jct_vs_baseline"] == pytest.approx(1.5)
+    assert acc["b"]["fair"]["jct_vs_baseline"] == pytest.approx(0.5)
+    adds = sum(acc[a]["fair"]["adds_to_avg_jct_s"] for a in acc)
+    assert adds == pytest.approx(metrics["fair"]["avg_jct_s"] - metrics["fifo"]["avg_jct_s"])
+    assert acc["a"]["fair"]["adds_to_avg_jct_s"] == pytest.approx(3600.0 / 3)
+    text = account_table(["fifo", "fair"], metrics, limit=1)
+    lines = text.splitlines()
+    assert lines[2].split()[0] == "account" and lines[3].split()[:2] == ["a", "2"]
+    assert lines[4].split()[:3] == ["all", "2", "3"] and lines[4].split()[-1] == "+0.000"
+    assert "1 more accounts" in lines[-1]
+    assert account_comparison(["fifo"], {"fifo": {"avg_jct_s": 1.0}}) == {}
+    assert account_table(["fifo"], {"fifo": {"avg_jct_s": 1.0}}) == ""
