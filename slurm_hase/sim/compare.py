@@ -50,15 +50,15 @@ def account_comparison(policies: Sequence[str], metrics: Mapping[str, Mapping[st
 
 def account_table(policies: Sequence[str], metrics: Mapping[str, Mapping[str, Any]],
                   limit: int = 10) -> str:
-    """account_comparison as text: the `limit` accounts with most jobs, then the sums ("" when
-    there is nothing to compare)."""
+    """account_comparison as text: the `limit` accounts with most jobs (their JCT per policy,
+    level per policy, hours added per policy after the first), then the sums ("" when there is
+    nothing to compare; the JCT ratios are in the JSON)."""
     accounts = account_comparison(policies, metrics)
     if not accounts:
         return ""
     others = policies[1:]
     header = ["account", "jobs", *[f"{p} JCT h" for p in policies],
-              *[f"{p} level" for p in policies], *[f"{p} / {policies[0]}" for p in others],
-              *[f"{p} adds h" for p in others]]
+              *[f"{p} level" for p in policies], *[f"{p} adds h" for p in others]]
 
     def num(v: float | None, digits: int) -> str:
         return "-" if v is None else f"{v:.{digits}f}"
@@ -72,13 +72,12 @@ def account_table(policies: Sequence[str], metrics: Mapping[str, Mapping[str, An
                      *[num(None if row[p]["avg_jct_s"] is None else row[p]["avg_jct_s"] / 3600.0, 2)
                        for p in policies],
                      *[num(row[p]["mean_level"], 3) for p in policies],
-                     *[num(row[p]["jct_vs_baseline"], 3) for p in others],
                      *[signed(row[p]["adds_to_avg_jct_s"]) for p in others]])
     total_adds = {p: sum(r[p]["adds_to_avg_jct_s"] or 0.0 for r in accounts.values())
                   for p in others}
     rows.append([f"all {len(accounts)}", f"{sum(r['jobs'] for r in accounts.values()):.0f}",
                  *[num(metrics[p].get("avg_jct_s", 0.0) / 3600.0, 2) for p in policies],
-                 *["" for _ in policies], *["" for _ in others],
+                 *["" for _ in policies],
                  *[signed(total_adds[p]) for p in others]])
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
