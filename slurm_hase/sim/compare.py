@@ -25,8 +25,9 @@ def account_comparison(policies: Sequence[str], metrics: Mapping[str, Mapping[st
     """Who gains and who pays: per account (most jobs in the first policy's run first), each
     policy's average JCT and mean level (metrics' `by_account`), and for every policy its
     average JCT / the first policy's and the seconds the account adds to the overall average
-    JCT (jobs x JCT change / all jobs: the accounts' additions sum to the change of the
-    average). Empty when a run has no `by_account`."""
+    JCT (jobs x JCT change / all jobs: when every job finished in both runs, the additions
+    sum to the change of the average; an account whose finished jobs differ gets None).
+    Empty when a run has no `by_account`."""
     runs = {p: metrics[p].get("by_account") for p in policies}
     first = runs[policies[0]]
     if first is None or any(r is None for r in runs.values()):

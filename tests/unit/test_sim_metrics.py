@@ -123,5 +123,12 @@ def test_account_comparison_additions_sum_to_the_change_of_the_average() -> None
     assert lines[2].split()[0] == "account" and lines[3].split()[:2] == ["a", "2"]
     assert lines[4].split()[:3] == ["all", "2", "3"] and lines[4].split()[-1] == "+0.000"
     assert "1 more accounts" in lines[-1]
+    # b's job never finished under "late": no ratio and no addition for b, a's still counts
+    late = [other[0], other[1], _done(2, "b", 1, 0.0, -1.0, -1.0)]
+    metrics["late"] = {"avg_jct_s": 5400.0, "by_account": account_metrics(_result(late, []))}
+    acc = account_comparison(["fifo", "late"], metrics)
+    assert acc["b"]["late"]["adds_to_avg_jct_s"] is None and acc["b"]["late"]["avg_jct_s"] is None
+    assert acc["a"]["late"]["adds_to_avg_jct_s"] == pytest.approx(3600.0 / 3)
+    assert account_table(["fifo", "late"], metrics).splitlines()[4].split()[-1] == "-"
     assert account_comparison(["fifo"], {"fifo": {"avg_jct_s": 1.0}}) == {}
     assert account_table(["fifo"], {"fifo": {"avg_jct_s": 1.0}}) == ""
