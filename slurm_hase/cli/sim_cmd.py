@@ -109,8 +109,11 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
 @click.option("--ledger-half-life", type=click.FloatRange(min=1.0, max=1e9), default=7 * 86400.0,
               show_default=True, help="The daemon's usage half-life in s (its half_life_s): "
               "how long past GPU service counts against an account.")
-@click.option("--plots/--no-plots", default=True, show_default=True)
-@click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png", show_default=True)
+@click.option("--plots/--no-plots", default=True, show_default=True,
+              help="Write OUT/jct_cdf, queue_length, utilisation (by GPU type) and fairness "
+                   "(Jain over time, each policy's largest accounts' levels); needs matplotlib.")
+@click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png",
+              show_default=True, help="Image format of the plots.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the run's summary (settings + metrics, as OUT/POLICY.json) on stdout "
                    "instead of the file list and the one-line summary.")

@@ -54,10 +54,18 @@ def contended_entitlements(samples: list[Sample], total_gpus: float,
             yield s, water_fill(total_gpus, shares, active)
 
 
+def level_series(samples: list[Sample], total_gpus: float, shares: Mapping[str, float]
+                 ) -> Iterator[tuple[float, dict[str, float]]]:
+    """(time, each active account's level = normalised service / entitlement) for every
+    contended sample with >= 2 active accounts: the values Jain's index is taken over."""
+    for s, ent in contended_entitlements(samples, total_gpus, shares):
+        yield s.t, {a: s.accounts[a][0] / e for a, e in ent.items() if e > 0}
+
+
 def jain_over_time(samples: list[Sample], total_gpus: float, shares: Mapping[str, float]) -> float:
     """Mean Jain's index over the contended samples where at least two accounts have jobs."""
-    vals = [jain([s.accounts[a][0] / e for a, e in ent.items() if e > 0])
-            for s, ent in contended_entitlements(samples, total_gpus, shares)]
+    vals = [jain(list(levels.values()))
+            for _, levels in level_series(samples, total_gpus, shares)]
     return float(np.mean(vals)) if vals else 1.0
 
 
@@ -94,10 +102,9 @@ def account_metrics(result: SimResult) -> dict[str, dict[str, float | None]]:
         acc[2] += j.end - j.trace.submit_s - (j.end - j.start + j.run_before)
         acc[3] += held + sum(j.earlier_gpu_s.values())
     levels: dict[str, list[float]] = {}
-    for s, ent in contended_entitlements(result.samples, total, result.shares):
-        for a, e in ent.items():
-            if e > 0:
-                levels.setdefault(a, []).append(s.accounts[a][0] / e)
+    for _, by_account in level_series(result.samples, total, result.shares):
+        for a, level in by_account.items():
+            levels.setdefault(a, []).append(level)
     out: dict[str, dict[str, float | None]] = {}
     for a in sorted(sums.keys() | levels.keys()):
         n, jct, wait, gpu_s = sums.get(a, [0.0, 0.0, 0.0, 0.0])

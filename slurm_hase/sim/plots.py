@@ -10,6 +10,7 @@ import numpy as np
 
 from slurm_hase.errors import ConfigError
 from slurm_hase.sim.engine import SimResult
+from slurm_hase.sim.metrics import jain, level_series
 
 
 def _plt() -> Any:
@@ -28,7 +29,8 @@ def _jcts(result: SimResult) -> np.ndarray[Any, Any]:
 
 
 def plot_runs(results: Mapping[str, SimResult], out: Path, fmt: str = "png") -> list[Path]:
-    """JCT CDF, queue length and utilisation by type over time; one figure each."""
+    """JCT CDF, queue length, utilisation by type over time and fairness over time
+    (plot_fairness); one figure each."""
     plt = _plt()
     out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -65,7 +67,39 @@ def plot_runs(results: Mapping[str, SimResult], out: Path, fmt: str = "png") -> 
         axes[-1, 0].set_xlabel("time (h)")
         axes[0, 0].legend(fontsize=7)
         paths.append(_save(plt, fig, out / f"utilisation.{fmt}"))
+        paths.append(plot_fairness(results, out / f"fairness.{fmt}"))
     return paths
+
+
+def plot_fairness(results: Mapping[str, SimResult], path: Path, accounts: int = 6) -> Path:
+    """Jain's index over accounts at every contended sample, one line per policy; below it, per
+    policy, the level (service / entitlement) of the `accounts` accounts with most jobs."""
+    plt = _plt()
+    fig, axes = plt.subplots(1 + len(results), 1, figsize=(7, 2.6 + 2.0 * len(results)),
+                             sharex=True, squeeze=False)
+    for k, (name, res) in enumerate(results.items(), start=1):
+        total = float(sum(res.gpus_by_type.values()))
+        series = list(level_series(res.samples, total, res.shares))
+        hours = [t / 3600.0 for t, _ in series]
+        axes[0, 0].plot(hours, [jain(list(lv.values())) for _, lv in series], ".-", ms=3,
+                        lw=0.6, label=name)
+        jobs: dict[str, int] = {}
+        for j in res.jobs:
+            jobs[j.trace.account] = jobs.get(j.trace.account, 0) + 1
+        ax = axes[k, 0]
+        for acct in sorted(jobs, key=lambda a: (-jobs[a], a))[:accounts]:
+            ax.plot(hours, [lv.get(acct, np.nan) for _, lv in series], ".-", ms=2, lw=0.5,
+                    label=f"{acct} ({jobs[acct]} jobs)")
+        ax.axhline(1.0, color="k", linewidth=0.5)
+        ax.set_ylabel(f"{name}: level")
+        ax.legend(fontsize=6, ncol=2)
+    axes[0, 0].axhline(0.95, color="k", linestyle="--", linewidth=0.8)
+    axes[0, 0].set_ylabel("Jain over accounts")
+    axes[0, 0].set_title("while contended (some job pending, >= 2 accounts with jobs)", fontsize=8)
+    axes[0, 0].legend(fontsize=7)
+    axes[-1, 0].set_xlabel("time (h)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return _save(plt, fig, path)
 
 
 def plot_bench(rows: Sequence[Mapping[str, Any]], path: Path, title: str = "") -> Path:

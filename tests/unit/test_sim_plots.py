@@ -1,4 +1,4 @@
-"""plot_bench: the policy bench's chart."""
+"""plot_bench (the policy bench's chart) and plot_runs (hase simulate's figures)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from slurm_hase.sim.plots import plot_bench
+from slurm_hase.sim.engine import Sample
+from slurm_hase.sim.plots import plot_bench, plot_runs
+from tests.unit.test_sim_metrics import _done, _result
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -27,3 +29,21 @@ def test_plot_bench_writes_a_png_with_or_without_per_day_jain(tmp_path: Path,
     out = plot_bench(rows, tmp_path / "sub" / "bench.png", "scenario, seed 0")
     assert out == tmp_path / "sub" / "bench.png"
     assert out.read_bytes()[:8] == PNG
+
+
+@pytest.mark.parametrize("fmt", ["png", "svg"])
+def test_plot_runs_writes_every_figure_fairness_included(tmp_path: Path, fmt: str) -> None:
+    pytest.importorskip("matplotlib")
+    jobs = [_done(0, "a", 4, 0.0, 0.0, 3600.0), _done(1, "b", 1, 0.0, 600.0, 7200.0)]
+    samples = [Sample(0.0, 1, 1, {"v100": 4.0}, {"a": (4.0, 4.0), "b": (0.0, 1.0)}),
+               Sample(600.0, 0, 2, {"v100": 5.0}, {"a": (4.0, 4.0), "b": (1.0, 1.0)}),
+               Sample(1200.0, 1, 2, {"v100": 5.0}, {"a": (4.0, 4.0), "b": (1.0, 6.0)})]
+    runs = {"fifo": _result(jobs, samples), "fair": _result(jobs, samples[:1])}
+    paths = plot_runs(runs, tmp_path / "out", fmt)
+    assert [p.name for p in paths] == [f"{n}.{fmt}" for n in
+                                      ("jct_cdf", "queue_length", "utilisation", "fairness")]
+    for path in paths:
+        data = path.read_bytes()
+        assert data[:8] == PNG if fmt == "png" else b"<svg" in data[:400]
+    if fmt == "svg":  # the fairness figure's axis (matplotlib writes text as comments too)
+        assert b"Jain over accounts" in paths[-1].read_bytes()
