@@ -61,28 +61,22 @@ def account_table(policies: Sequence[str], metrics: Mapping[str, Mapping[str, An
     header = ["account", "jobs", *[f"{p} JCT h" for p in policies],
               *[f"{p} level" for p in policies], *[f"{p} adds h" for p in others]]
 
-    def num(v: float | None, digits: int) -> str:
-        return "-" if v is None else f"{v:.{digits}f}"
-
-    def signed(v: float | None) -> str:
-        return "-" if v is None else f"{v / 3600.0:+.3f}"
+    def fmt(v: float | None, spec: str, unit: float = 1.0) -> str:
+        return "-" if v is None else format(v / unit, spec)
 
     rows = []
     for acct, row in list(accounts.items())[:limit]:
         rows.append([acct, f"{row['jobs']:.0f}",
-                     *[num(None if row[p]["avg_jct_s"] is None else row[p]["avg_jct_s"] / 3600.0, 2)
-                       for p in policies],
-                     *[num(row[p]["mean_level"], 3) for p in policies],
-                     *[signed(row[p]["adds_to_avg_jct_s"]) for p in others]])
+                     *[fmt(row[p]["avg_jct_s"], ".2f", 3600.0) for p in policies],
+                     *[fmt(row[p]["mean_level"], ".3f") for p in policies],
+                     *[fmt(row[p]["adds_to_avg_jct_s"], "+.3f", 3600.0) for p in others]])
     total_adds = {p: sum(r[p]["adds_to_avg_jct_s"] or 0.0 for r in accounts.values())
                   for p in others}
     rows.append([f"all {len(accounts)}", f"{sum(r['jobs'] for r in accounts.values()):.0f}",
-                 *[num(metrics[p].get("avg_jct_s", 0.0) / 3600.0, 2) for p in policies],
+                 *[fmt(metrics[p].get("avg_jct_s", 0.0), ".2f", 3600.0) for p in policies],
                  *["" for _ in policies],
-                 *[signed(total_adds[p]) for p in others]])
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
-                       enumerate(zip(r, widths, strict=True))) for r in [header, *rows]]
+                 *[fmt(total_adds[p], "+.3f", 3600.0) for p in others]])
+    lines = _aligned(header, rows)
     more = len(accounts) - limit
     note = [f"({more} more accounts: --json has every one)"] if more > 0 else []
     return "\n".join(["", "By account (level = service / entitlement while contended; "
@@ -96,7 +90,11 @@ def comparison_table(policies: Sequence[str], metrics: Mapping[str, Mapping[str,
     rows = [[p, *[f"{metrics[p].get(key, 0.0) / unit:.{3 if unit == 1.0 else 2}f}"
                   for key, _, unit in COMPARED],
              "-" if ratios[p] is None else f"{ratios[p]:.3f}"] for p in policies]
+    return "\n".join(["", *_aligned(header, rows)])
+
+
+def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Text table lines: the first column left-aligned, the others right-aligned."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
-                       enumerate(zip(r, widths, strict=True))) for r in [header, *rows]]
-    return "\n".join(["", *lines])
+    return ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in
+                      enumerate(zip(r, widths, strict=True))) for r in [header, *rows]]
