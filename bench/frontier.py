@@ -8,7 +8,9 @@ Runs, on policies.py's Philly scenario by default (1,000 jobs, load 1.2, 32 K80 
 hsbatch slack 1 where fair/hase/gavel-hsbatch say so), the competitors (Slurm fifo, Gavel,
 HASE) and `fair` + checkpoint/requeue (every job opts in) at the default setting (SFQ between
 accounts) and with one shortest-first order over all accounts (`sfq` 0) at a sweep of `floor`
-values: the knob an admin turns to buy fairness with JCT (docs/daemon.md items 9-10).
+values: the knob an admin turns to buy fairness with JCT (docs/daemon.md items 9-10), and
+policies.py's closest point to the target (floor 0.57, `yield_factor` 3, rotation's gap test,
+the daemon's cycle every 15 s).
 
 Prints one table (mean over seeds of avg JCT / the same seed's Slurm fifo, Jain over accounts,
 p99 rho; a setting that meets issue #4's JCT <= 0.5x and Jain >= 0.95 together is marked), then
@@ -31,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO))
 
-from policies import SLACK, WEEK, Task, _one  # noqa: E402
+from policies import FAST_ROW, POLICIES, SLACK, WEEK, Task, _one  # noqa: E402
 
 from slurm_hase.sim.compare import account_comparison  # noqa: E402
 from slurm_hase.sim.report import DEFAULT_DATA, TRACE_ALIASES  # noqa: E402
@@ -53,7 +55,15 @@ def settings(floors: tuple[float, ...] = FLOORS) -> list[Setting]:
     ]
     out += [(f"fair-sfq0-floor{f:g}+ckpt", "fair", {"theta": 0.2, "sfq": 0.0, "floor": f}, 1.0, SLACK)
             for f in floors]
+    # policies.py's closest point to the target (daemon cycle 15 s, `narrow`, yield_factor 3)
+    fast = next(p for p in POLICIES if p[0] == FAST_ROW)
+    out.append((FAST_ROW, fast[1], dict(fast[2]), fast[4], fast[5]))
     return out
+
+
+def in_sweep(label: str) -> bool:
+    """Whether a setting is one point of the sfq 0 floor sweep."""
+    return label.startswith("fair-sfq0-floor") and label.endswith("+ckpt")
 
 
 def summarise(rows: list[dict[str, Any]], order: list[str]) -> list[dict[str, Any]]:
@@ -135,13 +145,13 @@ def plot(summary: list[dict[str, Any]], path: Path, title: str) -> Path:
     except ImportError:
         raise SystemExit("the plot needs matplotlib: pip install matplotlib (or pass --no-plot)") from None
     fig, ax = plt.subplots(figsize=(7, 5))
-    sweep = [s for s in summary if s["setting"].startswith("fair-sfq0")]
+    sweep = [s for s in summary if in_sweep(s["setting"])]
     ax.plot([s["jain"] for s in sweep], [s["jct_ratio"] for s in sweep], "o-", label="fair, sfq 0, floor sweep")
     for i, s in enumerate(sweep):
         ax.annotate(s["setting"].split("floor")[1].split("+")[0], (s["jain"], s["jct_ratio"]),
                     textcoords="offset points", xytext=(4, 4 if i % 2 else -10), fontsize=8)
     for s in summary:
-        if not s["setting"].startswith("fair-sfq0"):
+        if not in_sweep(s["setting"]):
             ax.plot(s["jain"], s["jct_ratio"], "s", label=s["setting"])
     lo, hi = ax.get_ylim()
     ax.fill_between([JAIN_TARGET, 1.0], lo, JCT_TARGET, color="green", alpha=0.12,
@@ -195,10 +205,10 @@ def main() -> int:
             rows.append(row)
     summary = summarise(rows, [s[0] for s in chosen])
     text = table(summary, seeds)
-    floors = [s for s in chosen if s[0].startswith("fair-sfq0-floor")]
+    floors = [s for s in chosen if in_sweep(s[0])]
     # the cheapest setting (no floor) against the fairest one that meets Jain's target, or
     # the last floor of the sweep
-    fairest = next((s["setting"] for s in summary if s["setting"].startswith("fair-sfq0-floor")
+    fairest = next((s["setting"] for s in summary if in_sweep(s["setting"])
                     and s["setting"] != floors[0][0] and s["jain"] >= JAIN_TARGET), floors[-1][0]
                    ) if floors else None
     if fairest is not None and fairest != floors[0][0]:

@@ -43,6 +43,7 @@ from slurm_hase.sim.report import (  # noqa: E402
 SLACK = 1.0  # hsbatch's default HASE_SPEED_SLACK
 DAY, WEEK = 86400.0, 7 * 86400.0  # usage half-lives of the daemon's ledger (default: a week)
 
+FAST_ROW = "fair-sfq0-floor0.57-yf3-narrow+ckpt-15s"
 # (label, policy, knobs, billing weights, share of jobs that opt in to checkpoint + requeue,
 #  hsbatch speed slack: 0 = jobs come through plain sbatch, as on a site without slurm-hase)
 POLICIES: list[tuple[str, str, dict[str, float], dict[str, float], float, float, float]] = [
@@ -67,7 +68,14 @@ POLICIES: list[tuple[str, str, dict[str, float], dict[str, float], float, float,
     # (sfq 0), accounts below 0.6 x their entitlement first
     ("fair-sfq0-floor0.6+ckpt", "fair", {"theta": 0.2, "sfq": 0.0, "floor": 0.6}, {}, 1.0, SLACK,
      WEEK),
+    # the same, with rotation's gap test (narrow), victims needing 3x the waiting job's runtime
+    # left (yield_factor 3), floor 0.57 and the daemon's cycle every 15 s (bench/README.md,
+    # session 23): a small account's short job no longer waits a minute at level 0
+    (FAST_ROW, "fair", {"theta": 0.2, "sfq": 0.0, "floor": 0.57, "yield_factor": 3.0,
+                        "narrow": 1.0}, {}, 1.0, SLACK, WEEK),
 ]
+# Seconds between daemon cycles per row (the rest: 60 s, the daemon's default interval_s)
+CYCLE_S = {FAST_ROW: 15.0}
 COLUMNS = ["scenario", "seed", "policy", "jobs", "avg_jct_s", "p99_jct_s", "avg_wait_s",
            "makespan_s", "rho_p99", "rho_max", "rho_gt1_share", "jain_accounts",
            "jain_accounts_1d", "requeues", "upd_per_cycle", "util", "wall_s"]
@@ -87,7 +95,8 @@ def _one(args: Task) -> dict[str, Any]:
         # ablation: a g-GPU job becomes g 1-GPU jobs (same account, arrival, duration, work)
         jobs = [dataclasses.replace(j, job_id=f"{j.job_id}.{k}", num_gpus=1)
                 for j in jobs for k in range(max(j.num_gpus, 1))]
-    res, m = run(jobs, spec, table, SimConfig(policy=policy, knobs=knobs, interval_s=60.0,
+    res, m = run(jobs, spec, table, SimConfig(policy=policy, knobs=knobs,
+                                              interval_s=CYCLE_S.get(label, 60.0),
                                               checkpoint_share=ckpt, hsbatch_slack=slack,
                                               ledger_half_life_s=half_life))
     util = "/".join(f"{t}:{u:.2f}" for t, u in m.get("util_by_type", {}).items())
@@ -156,7 +165,10 @@ def _ratios(rows: list[dict[str, Any]], scenario: str) -> list[str]:
               ("fair + checkpoint/requeue, every job opts in, idle fill 0.5",
                lambda k: k == "fair-0.2+ckpt-fill"),
               ("fair + checkpoint/requeue, every job opts in, fairness first (sfq 0, floor 0.6)",
-               lambda k: k == "fair-sfq0-floor0.6+ckpt"))
+               lambda k: k == "fair-sfq0-floor0.6+ckpt"),
+              ("fair + checkpoint/requeue, every job opts in, fairness first (sfq 0, floor 0.57, "
+               "yield_factor 3, rotation's gap test), daemon cycle 15 s",
+               lambda k: k == FAST_ROW))
     for title, pick in groups:
         vals: dict[str, list[float]] = {"base": [], "gavel": [], "rho": [], "grho": [],
                                         "jain": [], "hjain": [], "jain1d": [], "hjain1d": []}

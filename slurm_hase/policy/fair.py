@@ -182,6 +182,11 @@ class FairPolicy:
     # waiting job's runtime left (1 = shortest remaining first; 0 = fairness alone decides,
     # as long as 2 x restart_cost_s is left).
     yield_factor: float = 1.0
+    # Rotation's fairness test between two accounts (policy/rotate.py): 0 = the victim's
+    # account stays at least as well served as the waiting account will be; 1 = the requeue
+    # narrows the gap between their levels. Off by default: on the Philly bench it helps only
+    # with a short daemon cycle (15 s: Jain +0.010 at the same JCT, bench/README.md session 23).
+    narrow: float = 0.0
     restart_cost_s: float = 300.0
     # Jobs that start now pick their GPU type lowest account level first (1) or largest regret
     # first (0): module docstring, step 3.
@@ -227,6 +232,7 @@ class FairPolicy:
         self.migrate_margin = check_knob("migrate_margin", self.migrate_margin, 0.0, 1.0)
         self.restart_cost_s = check_knob("restart_cost_s", self.restart_cost_s, 0.0, 1e9)
         self.yield_factor = check_knob("yield_factor", self.yield_factor, 0.0, 1e6)
+        self.narrow = check_knob("narrow", self.narrow, 0.0, 1.0)
         self.route_by_level = check_knob("route_by_level", self.route_by_level, 0.0, 1.0)
         self.floor = check_knob("floor", self.floor, 0.0, 1.0)
         self.idle_fill = check_knob("idle_fill", self.idle_fill, 0.0, 1e6)
@@ -346,4 +352,5 @@ class FairPolicy:
                         max_per_cycle=int(self.max_requeues), requeued_nice=NICE_MAX,
                         srpt_factor=self.srpt_factor, migrate_margin=self.migrate_margin,
                         restart_cost_s=self.restart_cost_s, yield_factor=self.yield_factor,
-                        max_restarts=int(self.max_restarts), floor=self.floor, levels=acct)
+                        max_restarts=int(self.max_restarts), floor=self.floor, levels=acct,
+                        narrow=self.narrow > 0)

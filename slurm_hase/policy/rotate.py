@@ -17,7 +17,11 @@ their state, wait again and resume. This module picks them:
    - belong to another account that, without them, is still served at least as well relative
      to its share (held / e) as the waiting job's account will be with it: fairness never gets
      worse, so an under-served account takes from over-served ones, never the reverse; and
-     not below ``floor`` x e (fair.py would put its jobs first again: no ping-pong),
+     not below ``floor`` x e (fair.py would put its jobs first again: no ping-pong). With
+     ``narrow``, the first test is instead that the requeue narrows the gap between the two
+     accounts' levels (|a after - b after| < |a before - b before|): a 1-GPU account at level 0
+     may then take a GPU from an account at 0.8 (it goes to 1.0, the other to 0.79), which the
+     first test refuses; the move back would widen the gap again, so it never ping-pongs,
    - have more predicted time left than the pending job needs there (shortest remaining first:
      a nearly finished job is never stopped for a longer one);
    or belong to the waiting job's own account, have ``srpt_factor`` x its runtime left and
@@ -63,13 +67,14 @@ def rotation(state: ClusterState, order: Sequence[PendingJob],
              srpt_factor: float = 0.0, migrate_margin: float = 0.0,
              restart_cost_s: float = 0.0, yield_factor: float = 1.0,
              max_restarts: int = 1_000_000, floor: float = 0.0,
-             levels: Levels | None = None) -> list[Decision]:
+             levels: Levels | None = None, narrow: bool = False) -> list[Decision]:
     """Requeue decisions for running jobs (module docstring); [] when nothing is worth it.
 
     `order`: pending jobs in the order Slurm will try them; `allowed`: job id -> the GPU types
     it may use (the Features the policy gives it, best first). `requeued_nice`: the Nice a
     requeued job gets (behind the current order) so Slurm does not restart it at once.
-    `levels`: account_levels(state, order) when the caller has it already."""
+    `levels`: account_levels(state, order) when the caller has it already. `narrow`: the
+    gap test between accounts instead of the level test (module docstring, step 2)."""
     if max_per_cycle <= 0:
         return []
     victims = _victims(state, min_run_s, max_restarts)
@@ -118,7 +123,13 @@ def rotation(state: ClusterState, order: Sequence[PendingJob],
                 # (relative to its share) as the waiting account will be
                 e_b = max(ent.get(v.account, 0.0), _EPS)
                 level_b = (held[v.account] - drop[v.account] - service(v)) / e_b
-                if level_b < max(after_a, floor) - _EPS:
+                if level_b < floor - _EPS:
+                    continue
+                if narrow:
+                    before_b = (held[v.account] - drop[v.account]) / e_b
+                    if abs(after_a - level_b) >= abs(held[job.account] / e_a - before_b) - _EPS:
+                        continue
+                elif level_b < after_a - _EPS:
                     continue
                 if remaining <= max(yield_factor * left, 2.0 * restart_cost_s):
                     continue

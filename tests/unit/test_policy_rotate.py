@@ -189,3 +189,49 @@ def test_rotation_never_takes_an_account_below_the_floor() -> None:
     out = rotation(st, pending, allowed(pending), min_run_s=0, max_per_cycle=8)
     assert len(out) == 1 and out[0].requeue
     assert rotation(st, pending, allowed(pending), min_run_s=0, max_per_cycle=8, floor=0.7) == []
+
+
+def _slow(jid: str, acct: str, left: float) -> RunningJob:
+    return RunningJob(jid, acct, "u", "v100", 1, NOW - 7200, NOW + left, relative_speed=0.8,
+                      preemptible=True)
+
+
+def test_narrow_lets_a_starved_one_gpu_account_take_a_gpu_when_the_gap_narrows() -> None:
+    # c holds all 4 GPUs at 0.8 of its best speed (service 3.2, entitlement 3, level 1.07); b
+    # waits with one job (entitlement 1, level 0). One requeue: b 1.0, c 0.8. The level test
+    # refuses (c would end below b); the gap test allows it (|1.0 - 0.8| < |0 - 1.07|).
+    pending = [pend("9", "b")]
+    jobs = [_slow("1", "c", 9e3), _slow("2", "c", 20e3), _slow("3", "c", 9e3),
+            _slow("4", "c", 9e3)]
+    st = state(jobs, pending)
+    assert entitlements(st, pending) == {"c": 3.0, "b": 1.0}
+    assert rotation(st, pending, allowed(pending), min_run_s=0, max_per_cycle=8) == []
+    out = rotation(st, pending, allowed(pending), min_run_s=0, max_per_cycle=8, narrow=True)
+    assert [d.job_id for d in out] == ["2"]
+    # the floor still binds: c may not go below 0.85 of its entitlement
+    assert rotation(st, pending, allowed(pending), min_run_s=0, max_per_cycle=8, narrow=True,
+                    floor=0.85) == []
+
+
+def test_narrow_never_widens_the_gap_so_a_move_is_never_undone() -> None:
+    # a holds 1 of its 2 (level 0.5) and waits for a second; c holds 3 (entitlement 2, level
+    # 1.5). Taking one of c's: a 1.0, c 1.0 -> the gap closes: allowed. Back the other way (c
+    # waits at 1.0 for a GPU a holds at 1.0): c 1.5, a 0.5 widens the gap: refused.
+    pend_a = [pend("9", "a")]
+    st = state([run("1", "a", 9e3), run("2", "c", 9e3), run("3", "c", 20e3),
+                run("4", "c", 9e3)], pend_a)
+    out = rotation(st, pend_a, allowed(pend_a), min_run_s=0, max_per_cycle=8, narrow=True)
+    assert [d.job_id for d in out] == ["3"]
+    pend_c = [pend("3", "c")]
+    back = state([run("1", "a", 9e3), run("9", "a", 20e3), run("2", "c", 9e3),
+                  run("4", "c", 9e3)], pend_c)
+    assert rotation(back, pend_c, allowed(pend_c), min_run_s=0, max_per_cycle=8,
+                    narrow=True) == []
+
+
+def test_fair_policy_passes_narrow_to_rotation() -> None:
+    pending = [pend("9", "b")]
+    st = state([_slow("1", "c", 9e3), _slow("2", "c", 20e3), _slow("3", "c", 9e3),
+                _slow("4", "c", 9e3)], pending)
+    assert not any(d.requeue for d in FairPolicy(min_run_s=0).decide(st))
+    assert [d.job_id for d in FairPolicy(min_run_s=0, narrow=1).decide(st) if d.requeue] == ["2"]
