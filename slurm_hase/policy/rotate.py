@@ -120,7 +120,8 @@ def rotation(state: ClusterState, order: Sequence[PendingJob],
                     continue  # would free GPUs its own job does not take: the account loses
             else:
                 # fairness may only improve: the victim's account stays at least as well served
-                # (relative to its share) as the waiting account will be
+                # (relative to its share) as the waiting account will be, or with `narrow` the
+                # gap between the two accounts' levels narrows; never below the floor
                 e_b = max(ent.get(v.account, 0.0), _EPS)
                 level_b = (held[v.account] - drop[v.account] - service(v)) / e_b
                 if level_b < floor - _EPS:
