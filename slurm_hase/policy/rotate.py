@@ -101,7 +101,8 @@ def rotation(state: ClusterState, order: Sequence[PendingJob],
         k = types[0]
         share = job.num_gpus * job.gpu_fraction * best / job.runtime_s[k]
         e_a = max(ent.get(job.account, 0.0), _EPS)
-        after_a = (held[job.account] + share) / e_a  # the waiting account's level, served
+        before_a = held[job.account] / e_a  # the waiting account's level now ...
+        after_a = (held[job.account] + share) / e_a  # ... and served
         left = job.runtime_s.get(k, float("inf"))
         picks: list[RunningJob] = []
         gain = free[k]
@@ -123,12 +124,12 @@ def rotation(state: ClusterState, order: Sequence[PendingJob],
                 # (relative to its share) as the waiting account will be, or with `narrow` the
                 # gap between the two accounts' levels narrows; never below the floor
                 e_b = max(ent.get(v.account, 0.0), _EPS)
-                level_b = (held[v.account] - drop[v.account] - service(v)) / e_b
+                kept_b = held[v.account] - drop[v.account]  # before this victim
+                level_b = (kept_b - service(v)) / e_b
                 if level_b < floor - _EPS:
                     continue
                 if narrow:
-                    before_b = (held[v.account] - drop[v.account]) / e_b
-                    if abs(after_a - level_b) >= abs(held[job.account] / e_a - before_b) - _EPS:
+                    if abs(after_a - level_b) >= abs(before_a - kept_b / e_b) - _EPS:
                         continue
                 elif level_b < after_a - _EPS:
                     continue
