@@ -103,7 +103,8 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
 @click.option("--checkpoint-share", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
               help="Share of jobs that opt in to checkpoint + requeue (turns requeue on).")
 @click.option("--requeue-overhead", type=click.FloatRange(0.0), default=120.0, show_default=True,
-              help="Seconds of work a checkpoint restart costs a requeued job.")
+              help="Seconds of progress a requeued job loses (on the GPU type it "
+                   "was stopped on): steps since its checkpoint, saving and loading it.")
 @click.option("--hsbatch-slack", type=click.FloatRange(0.0), default=0.0, show_default=True,
               help="Jobs are submitted with hsbatch at this HASE_SPEED_SLACK (0 = plain sbatch).")
 @click.option("--ledger-half-life", type=click.FloatRange(min=1.0, max=1e9), default=7 * 86400.0,

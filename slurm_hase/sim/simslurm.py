@@ -168,8 +168,9 @@ class SimSlurm(SimCluster):
 
     def requeue(self, job_id: str) -> None:
         """What `scontrol requeue` does to a checkpointing job: it stops, saves its progress
-        and waits again; restarting costs `requeue_overhead_s` of work on the type it resumes
-        on (saving + loading the checkpoint). Whole-GPU jobs only."""
+        and waits again. It loses `requeue_overhead_s` of the progress it made on the type it
+        is stopped on (the steps since its last checkpoint, saving and loading it): a restart
+        on a faster type redoes them faster, on a slower one slower. Whole-GPU jobs only."""
         job = self.jobs_by_id.get(job_id)
         if job is None:
             raise JobNotFoundError(job_id)
