@@ -18,6 +18,7 @@ import argparse
 import csv
 import dataclasses
 import json
+import math
 import resource
 import sys
 import time
@@ -146,8 +147,15 @@ def _fmt(row: dict[str, Any]) -> list[str]:
 
 
 def _show(values: list[float], fmt: str = ".3f") -> str:
+    """Per-seed values, their mean and, over two or more seeds, the mean's standard error
+    (sample standard deviation / sqrt(seeds)): how far the mean may move with other seeds."""
     per = " / ".join(format(v, fmt) for v in values)
-    return f"{per} (mean {format(sum(values) / len(values), fmt)})"
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return f"{per} (mean {format(mean, fmt)})"
+    se = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
+    return f"{per} (mean {format(mean, fmt)}, SE {format(se, fmt)})"
 
 
 def _ratios(rows: list[dict[str, Any]], scenario: str) -> list[str]:

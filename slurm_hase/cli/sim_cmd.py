@@ -92,7 +92,13 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
               help="Repeat the trace up to N jobs (0 = no tiling).")
 @click.option("--load", type=_Finite(0.0, min_open=True), default=None,
               help="Rescale arrivals to this offered load (> 0; default: the trace's own).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Draws the trace's random parts: workloads and accounts where the trace has "
+                   "none, arrival jitter.")
+@click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True,
+              help="Run every policy on N draws, seeds SEED..SEED+N-1, each into OUT/seed-K; "
+                   "then a table of each metric's mean +- standard error over the seeds (and "
+                   "OUT/seeds.json), to tell a real difference from one draw's luck.")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               envvar="HASE_DATA_DIR", show_envvar=True,
               help="The public data sets (sia/, gavel/, alibaba/; the project's shared/data) "
@@ -121,7 +127,7 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
 def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
              policies: tuple[str, ...], knob: tuple[str, ...], predictor: str, interval: float, refresh: float | None,
              start: int,
-             count: int | None, tile_to: int | None, load: float | None, seed: int,
+             count: int | None, tile_to: int | None, load: float | None, seed: int, repeat: int,
              data_dir: Path | None, out: Path, checkpoint_share: float, requeue_overhead: float,
              hsbatch_slack: float, ledger_half_life: float, plots: bool, fmt: str,
              as_json: bool) -> None:
@@ -134,6 +140,7 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
       hase simulate --trace my_trace.trace --cluster my_cluster.toml --policy hase --predictor model
       hase simulate --trace gavel --policy fifo --out fifo-run   # the Slurm baseline, to compare
       hase simulate --trace my_trace.trace --policy fair --no-plots --json | jq .metrics.avg_jct_s
+      hase simulate --trace philly --jobs 1000 --start 20000 --load 1.2 --policy fifo --policy fair --repeat 8
       (docs/simulator.md: trace and cluster formats, what the metrics mean)
     """
     from slurm_hase.policy.registry import make_policy
@@ -158,37 +165,65 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
         _gpus(gpus), where="--gpus")
     table = throughput_table(data)
     check_speeds(spec, table)
-    setup = TraceSetup(resolve_trace(trace, data), trace_kind, start, count, tile_to, load, seed)
-    jobs = prepare_trace(setup, table, spec)
-    refused = check_runnable(jobs, spec, table)
-    if refused:
-        click.echo(f"hase: warning: {sum(refused.values())} of {len(jobs)} jobs can never run on "
-                   f"this cluster and are refused at submission (as sbatch would): "
-                   f"{describe_refusals(refused)}", err=True)
-    results: dict[str, SimResult] = {}
-    summaries: dict[str, Path] = {}
-    all_metrics: dict[str, dict[str, Any]] = {}
-    paths: list[Path] = []
-    for name in policies:
-        config = SimConfig(policy=name, knobs=per_policy[name], interval_s=interval,
-                           predictor=predictor,
-                           refresh_s=SimConfig.refresh_s if refresh is None else refresh,
-                           checkpoint_share=checkpoint_share, requeue_overhead_s=requeue_overhead,
-                           hsbatch_slack=hsbatch_slack, ledger_half_life_s=ledger_half_life)
-        meta = {"trace": str(setup.path),
-                **{k: v for k, v in dataclasses.asdict(setup).items() if k != "path"},
-                "policy": name, "knobs": config.knobs, "predictor": predictor,
-                "interval_s": interval, "refresh_s": config.refresh_s,
-                "gpus_by_type": spec.gpus_by_type, "ledger_half_life_s": ledger_half_life,
-                "checkpoint_share": checkpoint_share, "hsbatch_slack": hsbatch_slack}
-        results[name], all_metrics[name], written = _run_one(jobs, spec, table, config, out, meta)
-        summaries[name] = written[0]
-        paths += written
-    if plots:
-        from slurm_hase.sim.plots import plot_runs
+    path = resolve_trace(trace, data)
+    configs = {name: SimConfig(policy=name, knobs=per_policy[name], interval_s=interval,
+                               predictor=predictor,
+                               refresh_s=SimConfig.refresh_s if refresh is None else refresh,
+                               checkpoint_share=checkpoint_share,
+                               requeue_overhead_s=requeue_overhead, hsbatch_slack=hsbatch_slack,
+                               ledger_half_life_s=ledger_half_life) for name in policies}
+    runs: dict[int, dict[str, dict[str, Any]]] = {}
+    for draw in range(seed, seed + repeat):
+        setup = TraceSetup(path, trace_kind, start, count, tile_to, load, draw)
+        jobs = prepare_trace(setup, table, spec)
+        refused = check_runnable(jobs, spec, table)
+        if refused:
+            click.echo(f"hase: warning: {sum(refused.values())} of {len(jobs)} jobs "
+                       f"{'' if repeat == 1 else f'(seed {draw}) '}can never run on this "
+                       f"cluster and are refused at submission (as sbatch would): "
+                       f"{describe_refusals(refused)}", err=True)
+        where = out if repeat == 1 else out / f"seed-{draw}"
+        results: dict[str, SimResult] = {}
+        summaries: dict[str, Path] = {}
+        runs[draw] = {}
+        paths: list[Path] = []
+        for name, config in configs.items():
+            meta = {"trace": str(setup.path),
+                    **{k: v for k, v in dataclasses.asdict(setup).items() if k != "path"},
+                    "policy": name, "knobs": config.knobs, "predictor": predictor,
+                    "interval_s": interval, "refresh_s": config.refresh_s,
+                    "gpus_by_type": spec.gpus_by_type, "ledger_half_life_s": ledger_half_life,
+                    "checkpoint_share": checkpoint_share, "hsbatch_slack": hsbatch_slack}
+            results[name], runs[draw][name], written = _run_one(jobs, spec, table, config,
+                                                                where, meta)
+            summaries[name] = written[0]
+            paths += written
+        if plots:
+            from slurm_hase.sim.plots import plot_runs
 
-        paths += plot_runs(results, out, fmt)
-    _print(policies, all_metrics, summaries, paths, as_json)
+            paths += plot_runs(results, where, fmt)
+        if repeat == 1:
+            _print(policies, runs[draw], summaries, paths, as_json)
+    if repeat > 1:
+        _print_seeds(policies, runs, out, as_json)
+
+
+def _print_seeds(policies: tuple[str, ...], runs: dict[int, dict[str, dict[str, Any]]],
+                 out: Path, as_json: bool) -> None:
+    """Write OUT/seeds.json (over_seeds) and print it, or the seed folders and its table."""
+    from slurm_hase.sim.compare import over_seeds, seeds_table
+
+    summary = over_seeds(policies, runs)
+    text = json.dumps(summary, indent=2, sort_keys=True) + "\n"
+    target = out / "seeds.json"
+    target.write_text(text)
+    if as_json:
+        click.echo(text, nl=False)
+        return
+    for draw in sorted(runs):
+        click.echo(str(out / f"seed-{draw}"))
+    click.echo(str(target))
+    click.echo(seeds_table(summary))
 
 
 def _run_one(jobs: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -91,6 +92,56 @@ def comparison_table(policies: Sequence[str], metrics: Mapping[str, Mapping[str,
                   for key, _, unit in COMPARED],
              "-" if ratios[p] is None else f"{ratios[p]:.3f}"] for p in policies]
     return "\n".join(["", *_aligned(header, rows)])
+
+
+def mean_se(values: Sequence[float]) -> dict[str, Any]:
+    """Mean of `values` and its standard error (sample standard deviation / sqrt(n); None for
+    fewer than two values): how far the mean may move with other seeds."""
+    n = len(values)
+    mean = sum(values) / n if n else None
+    se = None
+    if n >= 2 and mean is not None:
+        se = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
+    return {"mean": mean, "se": se, "n": n, "values": list(values)}
+
+
+def over_seeds(policies: Sequence[str], runs: Mapping[int, Mapping[str, Mapping[str, Any]]]
+               ) -> dict[str, Any]:
+    """Several draws of the same trace (`runs`: seed -> policy -> metrics): per policy, the mean
+    and standard error over seeds of each COMPARED metric and of its average JCT / the first
+    policy's on the same seed (paired: the draw's luck cancels out of the ratio)."""
+    seeds = sorted(runs)
+    first = policies[0]
+    out: dict[str, Any] = {"seeds": seeds, "baseline": first, "policies": {}}
+    for p in policies:
+        entry = {key: mean_se([float(runs[s][p][key]) for s in seeds
+                               if runs[s][p].get(key) is not None])
+                 for key, _, _ in COMPARED}
+        entry["avg_jct_vs_baseline"] = mean_se([
+            runs[s][p]["avg_jct_s"] / runs[s][first]["avg_jct_s"] for s in seeds
+            if runs[s][p].get("avg_jct_s") is not None and runs[s][first].get("avg_jct_s")])
+        out["policies"][p] = entry
+    return out
+
+
+def seeds_table(summary: Mapping[str, Any]) -> str:
+    """over_seeds as text: one row per policy, each metric as mean +- standard error."""
+    policies = list(summary["policies"])
+    keys = [*COMPARED, ("avg_jct_vs_baseline", f"JCT / {summary['baseline']}", 1.0)]
+
+    def cell(stat: Mapping[str, Any], unit: float) -> str:
+        if stat["mean"] is None:
+            return "-"
+        digits = 3 if unit == 1.0 else 2
+        se = "" if stat["se"] is None else f" +- {stat['se'] / unit:.{digits}f}"
+        return f"{stat['mean'] / unit:.{digits}f}{se}"
+
+    rows = [[p, *[cell(summary["policies"][p][key], unit) for key, _, unit in keys]]
+            for p in policies]
+    seeds = summary["seeds"]
+    return "\n".join(["", f"Over {len(seeds)} seeds ({', '.join(map(str, seeds))}): mean +- "
+                       "standard error; JCT / the first policy on the same seed, then averaged:",
+                       *_aligned(["policy", *[label for _, label, _ in keys]], rows)])
 
 
 def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:

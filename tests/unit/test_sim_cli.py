@@ -228,3 +228,56 @@ def test_knob_routing_refusals(tmp_path: Path, fixtures_dir: Path, args: list[st
     assert res.exit_code != 0
     assert message in str(res.exception)
     assert not (tmp_path / "o").exists()  # refused before any run
+
+
+def test_repeat_runs_each_seed_alone_and_summarises_over_seeds(tmp_path: Path,
+                                                               fixtures_dir: Path) -> None:
+    """--repeat N: seed K's folder holds what --seed K alone writes; OUT/seeds.json and the
+    table give each metric's mean and standard error, JCT ratios paired per seed."""
+    data = _data_dir(tmp_path, fixtures_dir)
+    trace = str(fixtures_dir / "sim" / "gavel_max_min_fairness_excerpt.trace")
+    common = ["--trace", trace, "--gpus", "k80=4,p100=4,v100=4", "--data-dir", str(data),
+              "--no-plots", "--policy", "fifo", "--policy", "fair"]
+    res = CliRunner().invoke(simulate, [*common, "--seed", "3", "--repeat", "3",
+                                        "--out", str(tmp_path / "rep")])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "rep" / "seeds.json").read_text())
+    assert doc["seeds"] == [3, 4, 5] and doc["baseline"] == "fifo"
+    per_seed = {}
+    for seed in (3, 4, 5):
+        alone = CliRunner().invoke(simulate, [*common, "--seed", str(seed),
+                                              "--out", str(tmp_path / f"alone{seed}")])
+        assert alone.exit_code == 0, alone.output
+        per_seed[seed] = {p: json.loads((tmp_path / f"alone{seed}" / f"{p}.json").read_text())
+                          for p in ("fifo", "fair")}
+        for p in ("fifo", "fair"):
+            mine = json.loads((tmp_path / "rep" / f"seed-{seed}" / f"{p}.json").read_text())
+            assert mine["metrics"]["avg_jct_s"] == per_seed[seed][p]["metrics"]["avg_jct_s"]
+            assert mine["meta"]["seed"] == seed
+    jcts = [per_seed[s]["fair"]["metrics"]["avg_jct_s"] for s in (3, 4, 5)]
+    stat = doc["policies"]["fair"]["avg_jct_s"]
+    assert stat["values"] == jcts and stat["mean"] == pytest.approx(sum(jcts) / 3)
+    assert len(set(jcts)) > 1  # the seeds draw different jobs: a spread to measure
+    mean = sum(jcts) / 3
+    assert stat["se"] == pytest.approx((sum((j - mean) ** 2 for j in jcts) / 2 / 3) ** 0.5)
+    ratios = [per_seed[s]["fair"]["metrics"]["avg_jct_s"]
+              / per_seed[s]["fifo"]["metrics"]["avg_jct_s"] for s in (3, 4, 5)]
+    assert doc["policies"]["fair"]["avg_jct_vs_baseline"]["values"] == pytest.approx(ratios)
+    assert doc["policies"]["fifo"]["avg_jct_vs_baseline"]["se"] == 0.0
+    lines = res.stdout.splitlines()
+    assert lines[:4] == [str(tmp_path / "rep" / f"seed-{s}") for s in (3, 4, 5)] + [
+        str(tmp_path / "rep" / "seeds.json")]
+    row = next(ln for ln in lines if ln.startswith("fair "))
+    assert f"{mean / 3600:.2f} +- " in row
+    as_json = CliRunner().invoke(simulate, [*common, "--repeat", "2", "--json",
+                                            "--out", str(tmp_path / "j")])
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.stdout)["seeds"] == [0, 1]
+
+
+def test_mean_se_of_one_value_has_no_error() -> None:
+    from slurm_hase.sim.compare import mean_se
+
+    assert mean_se([2.0]) == {"mean": 2.0, "se": None, "n": 1, "values": [2.0]}
+    assert mean_se([1.0, 3.0])["se"] == pytest.approx(1.0)  # sd sqrt(2) / sqrt(2)
+    assert mean_se([])["mean"] is None
