@@ -18,7 +18,6 @@ import argparse
 import csv
 import dataclasses
 import json
-import math
 import resource
 import sys
 import time
@@ -30,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from slurm_hase.sim.cluster import uniform_cluster  # noqa: E402
+from slurm_hase.sim.compare import mean_se  # noqa: E402
 from slurm_hase.sim.engine import SimConfig  # noqa: E402
 from slurm_hase.sim.metrics import account_metrics  # noqa: E402
 from slurm_hase.sim.report import (  # noqa: E402
@@ -148,14 +148,11 @@ def _fmt(row: dict[str, Any]) -> list[str]:
 
 def _show(values: list[float], fmt: str = ".3f") -> str:
     """Per-seed values, their mean and, over two or more seeds, the mean's standard error
-    (sample standard deviation / sqrt(seeds)): how far the mean may move with other seeds."""
+    (compare.mean_se): how far the mean may move with other seeds."""
     per = " / ".join(format(v, fmt) for v in values)
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return f"{per} (mean {format(mean, fmt)})"
-    se = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
-    return f"{per} (mean {format(mean, fmt)}, SE {format(se, fmt)})"
+    stat = mean_se(values)
+    se = "" if stat["se"] is None else f", SE {format(stat['se'], fmt)}"
+    return f"{per} (mean {format(stat['mean'], fmt)}{se})"
 
 
 def _ratios(rows: list[dict[str, Any]], scenario: str) -> list[str]:
