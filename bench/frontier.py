@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 
 from policies import FAST_ROW, POLICIES, SLACK, WEEK, Task, _one  # noqa: E402
 
-from slurm_hase.sim.compare import account_comparison  # noqa: E402
+from slurm_hase.sim.compare import account_comparison, mean_se  # noqa: E402
 from slurm_hase.sim.report import DEFAULT_DATA, TRACE_ALIASES  # noqa: E402
 
 FLOORS = (0.0, 0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7)
@@ -77,22 +77,31 @@ def summarise(rows: list[dict[str, Any]], order: list[str]) -> list[dict[str, An
             continue
         jain = [r["jain_accounts"] for r in mine]
         out.append({"setting": label, "jct_ratio": sum(ratios) / len(ratios),
-                    "jct_per_seed": ratios, "jain": sum(jain) / len(jain), "jain_per_seed": jain,
+                    "jct_se": mean_se(ratios)["se"], "jct_per_seed": ratios,
+                    "jain": sum(jain) / len(jain), "jain_se": mean_se(jain)["se"],
+                    "jain_per_seed": jain,
                     "jain_1d": sum(r["jain_accounts_1d"] for r in mine) / len(mine),
                     "rho_p99": sum(r["rho_p99"] for r in mine) / len(mine)})
     return out
 
 
+def _se(se: float | None) -> str:
+    """' SE x' after a mean over two or more seeds, '' for one seed."""
+    return "" if se is None else f" SE {se:.3f}"
+
+
 def table(summary: list[dict[str, Any]], seeds: list[int]) -> str:
     """Markdown table of summarise()'s rows."""
     lines = [f"JCT / Slurm fifo and Jain over accounts, mean of seeds {', '.join(map(str, seeds))} "
-             f"(per seed in brackets); * = JCT <= {JCT_TARGET}x and Jain >= {JAIN_TARGET} together",
+             f"(its standard error after SE, per seed in brackets); * = JCT <= {JCT_TARGET}x and "
+             f"Jain >= {JAIN_TARGET} together (at the mean)",
              "", "| setting | JCT / Slurm | Jain | Jain per day (not a target) | p99 rho "
              "| both targets |", "|---|---|---|---|---|---|"]
     for s in summary:
         both = s["jct_ratio"] <= JCT_TARGET and s["jain"] >= JAIN_TARGET
-        lines.append(f"| {s['setting']} | {s['jct_ratio']:.3f} "
-                     f"({'/'.join(f'{v:.3f}' for v in s['jct_per_seed'])}) | {s['jain']:.3f} "
+        lines.append(f"| {s['setting']} | {s['jct_ratio']:.3f}{_se(s['jct_se'])} "
+                     f"({'/'.join(f'{v:.3f}' for v in s['jct_per_seed'])}) | {s['jain']:.3f}"
+                     f"{_se(s['jain_se'])} "
                      f"({'/'.join(f'{v:.3f}' for v in s['jain_per_seed'])}) | {s['jain_1d']:.3f} "
                      f"| {s['rho_p99']:.2f} "
                      f"| {'*' if both else ''} |")
