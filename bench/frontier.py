@@ -145,7 +145,8 @@ def who_pays(rows: list[dict[str, Any]], cheap: str, fair: str) -> str:
 
 
 def plot(summary: list[dict[str, Any]], path: Path, title: str) -> Path:
-    """JCT ratio against Jain; the sfq 0 floor sweep as a line, the target corner shaded."""
+    """JCT ratio against Jain; the sfq 0 floor sweep as a line, the other settings with +- one
+    standard error over seeds as bars, the target corner shaded."""
     try:
         import matplotlib
 
@@ -161,7 +162,9 @@ def plot(summary: list[dict[str, Any]], path: Path, title: str) -> Path:
                     textcoords="offset points", xytext=(4, 4 if i % 2 else -10), fontsize=8)
     for s in summary:
         if not in_sweep(s["setting"]):
-            ax.plot(s["jain"], s["jct_ratio"], "s", label=s["setting"])
+            # bars: +- one standard error of the mean over seeds (none for a single seed)
+            ax.errorbar(s["jain"], s["jct_ratio"], xerr=s["jain_se"], yerr=s["jct_se"], fmt="s",
+                        capsize=3, label=s["setting"])
     lo, hi = ax.get_ylim()
     ax.fill_between([JAIN_TARGET, 1.0], lo, JCT_TARGET, color="green", alpha=0.12,
                     label=f"target: JCT <= {JCT_TARGET}x, Jain >= {JAIN_TARGET}")
@@ -169,7 +172,7 @@ def plot(summary: list[dict[str, Any]], path: Path, title: str) -> Path:
     ax.set_xlabel("Jain's index over accounts (contended samples)")
     ax.set_ylabel("avg JCT / Slurm fifo")
     ax.set_title(title)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="upper right")  # the competitors sit upper left
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
