@@ -245,8 +245,8 @@ def main() -> int:
                          "gpus": {"k80": g, "p100": g, "v100": g}},
         "gavel-msr": {"trace": "gavel", "start": 0, "count": None, "load": a.load,
                       "gpus": {"k80": g, "p100": g, "v100": g}},
-        # the first 2,000 pods; those pinned to T4 (no measured speeds there) are refused at
-        # submission, as sbatch would refuse them on this cluster
+        # the first 2,000 pods; the 367 whose gpu_spec names only types this cluster lacks (T4
+        # for most) are refused at submission, as sbatch would refuse them
         "alibaba-mps": {"trace": "alibaba", "start": 0, "count": 2000, "load": a.load,
                         "gpus": {"k80": g, "p100": g, "v100": g}},
     }
