@@ -3,6 +3,7 @@
     .venv/bin/python bench/policies.py                 # Philly, all policies, seeds 0,1,2 (~6 min)
     .venv/bin/python bench/policies.py --scenario philly-3type --scenario gavel-msr  # + ~1 min/seed
     .venv/bin/python bench/policies.py --scenario gavel-msr --split-gpus  # ablation (below)
+    .venv/bin/python bench/policies.py --scenario alibaba-mps  # Alibaba pods, MPS shares (~2 min)
     .venv/bin/python bench/policies.py --speed         # + 100,000 jobs on 2,000 GPUs (fifo)
     .venv/bin/python bench/policies.py --speed --speed-policy fifo --speed-policy fair
     .venv/bin/python bench/policies.py --speed-only --speed-policy fair   # the speed run alone
