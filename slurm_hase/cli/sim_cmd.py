@@ -172,6 +172,9 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
                                checkpoint_share=checkpoint_share,
                                requeue_overhead_s=requeue_overhead, hsbatch_slack=hsbatch_slack,
                                ledger_half_life_s=ledger_half_life) for name in policies}
+    settings = {"predictor": predictor, "interval_s": interval,
+                "gpus_by_type": spec.gpus_by_type, "ledger_half_life_s": ledger_half_life,
+                "checkpoint_share": checkpoint_share, "hsbatch_slack": hsbatch_slack}
     runs: dict[int, dict[str, dict[str, Any]]] = {}
     for draw in range(seed, seed + repeat):
         setup = TraceSetup(path, trace_kind, start, count, tile_to, load, draw)
@@ -183,29 +186,36 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
                        f"cluster and are refused at submission (as sbatch would): "
                        f"{describe_refusals(refused)}", err=True)
         where = out if repeat == 1 else out / f"seed-{draw}"
-        results: dict[str, SimResult] = {}
-        summaries: dict[str, Path] = {}
-        runs[draw] = {}
-        paths: list[Path] = []
-        for name, config in configs.items():
-            meta = {"trace": str(setup.path),
-                    **{k: v for k, v in dataclasses.asdict(setup).items() if k != "path"},
-                    "policy": name, "knobs": config.knobs, "predictor": predictor,
-                    "interval_s": interval, "refresh_s": config.refresh_s,
-                    "gpus_by_type": spec.gpus_by_type, "ledger_half_life_s": ledger_half_life,
-                    "checkpoint_share": checkpoint_share, "hsbatch_slack": hsbatch_slack}
-            results[name], runs[draw][name], written = _run_one(jobs, spec, table, config,
-                                                                where, meta)
-            summaries[name] = written[0]
-            paths += written
-        if plots:
-            from slurm_hase.sim.plots import plot_runs
-
-            paths += plot_runs(results, where, fmt)
+        meta = {"trace": str(setup.path),
+                **{k: v for k, v in dataclasses.asdict(setup).items() if k != "path"}, **settings}
+        runs[draw], summaries, paths = _run_policies(jobs, spec, table, configs, where, meta,
+                                                     fmt if plots else None)
         if repeat == 1:
             _print(policies, runs[draw], summaries, paths, as_json)
     if repeat > 1:
         _print_seeds(policies, runs, out, as_json)
+
+
+def _run_policies(jobs: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable,
+                  configs: dict[str, SimConfig], out: Path, meta: dict[str, Any],
+                  plot_format: str | None
+                  ) -> tuple[dict[str, dict[str, Any]], dict[str, Path], list[Path]]:
+    """Every policy on the same jobs into `out`, plus the overlaid plots unless
+    `plot_format` is None: (metrics, summary file, files written) by policy."""
+    results: dict[str, SimResult] = {}
+    metrics: dict[str, dict[str, Any]] = {}
+    summaries: dict[str, Path] = {}
+    paths: list[Path] = []
+    for name, config in configs.items():
+        mine = {**meta, "policy": name, "knobs": config.knobs, "refresh_s": config.refresh_s}
+        results[name], metrics[name], written = _run_one(jobs, spec, table, config, out, mine)
+        summaries[name] = written[0]
+        paths += written
+    if plot_format is not None:
+        from slurm_hase.sim.plots import plot_runs
+
+        paths += plot_runs(results, out, plot_format)
+    return metrics, summaries, paths
 
 
 def _print_seeds(policies: tuple[str, ...], runs: dict[int, dict[str, dict[str, Any]]],
