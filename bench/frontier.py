@@ -76,9 +76,9 @@ def summarise(rows: list[dict[str, Any]], order: list[str]) -> list[dict[str, An
         if not ratios:
             continue
         jain = [r["jain_accounts"] for r in mine]
-        out.append({"setting": label, "jct_ratio": sum(ratios) / len(ratios),
-                    "jct_se": mean_se(ratios)["se"], "jct_per_seed": ratios,
-                    "jain": sum(jain) / len(jain), "jain_se": mean_se(jain)["se"],
+        jct_stat, jain_stat = mean_se(ratios), mean_se(jain)
+        out.append({"setting": label, "jct_ratio": jct_stat["mean"], "jct_se": jct_stat["se"],
+                    "jct_per_seed": ratios, "jain": jain_stat["mean"], "jain_se": jain_stat["se"],
                     "jain_per_seed": jain,
                     "jain_1d": sum(r["jain_accounts_1d"] for r in mine) / len(mine),
                     "rho_p99": sum(r["rho_p99"] for r in mine) / len(mine)})
