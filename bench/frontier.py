@@ -33,31 +33,30 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO))
 
-from policies import FAST_ROW, POLICIES, SLACK, WEEK, Task, _one  # noqa: E402
+from policies import FAST_ROW, POLICIES, SLACK, WEEK, Row, Task, _one  # noqa: E402
 
 from slurm_hase.sim.compare import account_comparison, mean_se  # noqa: E402
 from slurm_hase.sim.report import DEFAULT_DATA, TRACE_ALIASES  # noqa: E402
 
 FLOORS = (0.0, 0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7)
 JCT_TARGET, JAIN_TARGET = 0.5, 0.95
-Setting = tuple[str, str, dict[str, float], float, float]  # label, policy, knobs, ckpt, slack
 
 
-def settings(floors: tuple[float, ...] = FLOORS) -> list[Setting]:
-    """Competitors, fair's default and the sfq 0 floor sweep (label, policy, knobs, ckpt, slack)."""
-    out: list[Setting] = [
-        ("slurm-fifo", "fifo", {}, 0.0, 0.0),
-        ("gavel", "gavel", {}, 0.0, 0.0),
-        ("gavel-hsbatch", "gavel", {}, 0.0, SLACK),
-        ("hase", "hase", {}, 0.0, 0.0),
-        ("hase-hsbatch", "hase", {}, 0.0, SLACK),
-        ("fair-0.2+ckpt (SFQ)", "fair", {"theta": 0.2}, 1.0, SLACK),
+def settings(floors: tuple[float, ...] = FLOORS) -> list[Row]:
+    """Competitors, fair's default and the sfq 0 floor sweep (no billing weights, the ledger's
+    default half-life)."""
+    out = [
+        Row("slurm-fifo", "fifo", {}, {}, 0.0, 0.0, WEEK),
+        Row("gavel", "gavel", {}, {}, 0.0, 0.0, WEEK),
+        Row("gavel-hsbatch", "gavel", {}, {}, 0.0, SLACK, WEEK),
+        Row("hase", "hase", {}, {}, 0.0, 0.0, WEEK),
+        Row("hase-hsbatch", "hase", {}, {}, 0.0, SLACK, WEEK),
+        Row("fair-0.2+ckpt (SFQ)", "fair", {"theta": 0.2}, {}, 1.0, SLACK, WEEK),
     ]
-    out += [(f"fair-sfq0-floor{f:g}+ckpt", "fair", {"theta": 0.2, "sfq": 0.0, "floor": f}, 1.0, SLACK)
-            for f in floors]
+    out += [Row(f"fair-sfq0-floor{f:g}+ckpt", "fair", {"theta": 0.2, "sfq": 0.0, "floor": f}, {},
+                1.0, SLACK, WEEK) for f in floors]
     # policies.py's closest point to the target (daemon cycle 15 s, `narrow`, yield_factor 3)
-    fast = next(p for p in POLICIES if p[0] == FAST_ROW)
-    out.append((FAST_ROW, fast[1], dict(fast[2]), fast[4], fast[5]))
+    out.append(next(p for p in POLICIES if p.label == FAST_ROW))
     return out
 
 
@@ -208,23 +207,23 @@ def main() -> int:
     chosen = settings(tuple(float(x) for x in a.floors.split(",") if x.strip()))
     scenario = {"trace": a.trace, "start": a.start, "count": a.jobs, "load": a.load,
                 "gpus": {"k80": 32, "p100": 32, "v100": 32}, "data": str(a.data_dir)}
-    tasks: list[Task] = [("philly-3type", {**scenario, "seed": seed}, label, pol, knobs, {}, ckpt, slack, WEEK)
-                         for seed in seeds for label, pol, knobs, ckpt, slack in chosen]
+    tasks: list[Task] = [("philly-3type", {**scenario, "seed": seed}, row)
+                         for seed in seeds for row in chosen]
     with ProcessPoolExecutor(max_workers=a.workers) as pool:
         rows = []
         for row in pool.map(_one, tasks):
             print(f"done seed {row['seed']} {row['policy']} ({row['wall_s']:.0f} s)", file=sys.stderr, flush=True)
             rows.append(row)
-    summary = summarise(rows, [s[0] for s in chosen])
+    summary = summarise(rows, [s.label for s in chosen])
     text = table(summary, seeds)
-    floors = [s for s in chosen if in_sweep(s[0])]
+    floors = [s.label for s in chosen if in_sweep(s.label)]
     # the cheapest setting (no floor) against the fairest one that meets Jain's target, or
     # the last floor of the sweep
     fairest = next((s["setting"] for s in summary if in_sweep(s["setting"])
-                    and s["setting"] != floors[0][0] and s["jain"] >= JAIN_TARGET), floors[-1][0]
+                    and s["setting"] != floors[0] and s["jain"] >= JAIN_TARGET), floors[-1]
                    ) if floors else None
-    if fairest is not None and fairest != floors[0][0]:
-        text += "\n" + who_pays(rows, floors[0][0], fairest)
+    if fairest is not None and fairest != floors[0]:
+        text += "\n" + who_pays(rows, floors[0], fairest)
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "frontier.md").write_text(text)
     if not a.no_plot:

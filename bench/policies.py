@@ -22,9 +22,10 @@ import json
 import resource
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -46,49 +47,59 @@ SLACK = 1.0  # hsbatch's default HASE_SPEED_SLACK
 DAY, WEEK = 86400.0, 7 * 86400.0  # usage half-lives of the daemon's ledger (default: a week)
 
 FAST_ROW = "fair-sfq0-floor0.57-yf3-narrow+ckpt-15s"
-# (label, policy, knobs, billing weights, share of jobs that opt in to checkpoint + requeue,
-#  hsbatch speed slack: 0 = jobs come through plain sbatch, as on a site without slurm-hase)
-POLICIES: list[tuple[str, str, dict[str, float], dict[str, float], float, float, float]] = [
-    ("slurm-fifo", "fifo", {}, {}, 0.0, 0.0, WEEK),
-    ("slurm-billing", "fifo", {}, {"k80": 1.0, "p100": 2.0, "v100": 4.0}, 0.0, 0.0, WEEK),
-    ("gavel", "gavel", {}, {}, 0.0, 0.0, WEEK),
-    ("gavel-hsbatch", "gavel", {}, {}, 0.0, SLACK, WEEK),
-    ("hase", "hase", {}, {}, 0.0, 0.0, WEEK),
-    ("hase-hsbatch", "hase", {}, {}, 0.0, SLACK, WEEK),
-    ("fair-0.2-sbatch", "fair", {"theta": 0.2}, {}, 0.0, 0.0, WEEK),
-    ("fair-0.0", "fair", {"theta": 0.0}, {}, 0.0, SLACK, WEEK),
-    ("fair-0.2", "fair", {"theta": 0.2}, {}, 0.0, SLACK, WEEK),
-    ("fair-0.5", "fair", {"theta": 0.5}, {}, 0.0, SLACK, WEEK),
-    ("fair-0.2+ckpt50", "fair", {"theta": 0.2}, {}, 0.5, SLACK, WEEK),
-    ("fair-0.2+ckpt", "fair", {"theta": 0.2}, {}, 1.0, SLACK, WEEK),
+
+
+class Row(NamedTuple):
+    """One policy row of the bench: how the jobs come in and how the daemon runs."""
+
+    label: str
+    policy: str
+    knobs: dict[str, float]
+    billing: dict[str, float]  # TRESBillingWeights per GPU type (the slurm-billing baseline)
+    ckpt: float  # share of jobs that opt in to checkpoint + requeue
+    slack: float  # hsbatch speed slack: 0 = jobs come through plain sbatch (no slurm-hase)
+    half_life_s: float  # usage half-life of the daemon's ledger
+    cycle_s: float = 60.0  # seconds between daemon cycles (the daemon's default interval_s)
+
+
+POLICIES: list[Row] = [
+    Row("slurm-fifo", "fifo", {}, {}, 0.0, 0.0, WEEK),
+    Row("slurm-billing", "fifo", {}, {"k80": 1.0, "p100": 2.0, "v100": 4.0}, 0.0, 0.0, WEEK),
+    Row("gavel", "gavel", {}, {}, 0.0, 0.0, WEEK),
+    Row("gavel-hsbatch", "gavel", {}, {}, 0.0, SLACK, WEEK),
+    Row("hase", "hase", {}, {}, 0.0, 0.0, WEEK),
+    Row("hase-hsbatch", "hase", {}, {}, 0.0, SLACK, WEEK),
+    Row("fair-0.2-sbatch", "fair", {"theta": 0.2}, {}, 0.0, 0.0, WEEK),
+    Row("fair-0.0", "fair", {"theta": 0.0}, {}, 0.0, SLACK, WEEK),
+    Row("fair-0.2", "fair", {"theta": 0.2}, {}, 0.0, SLACK, WEEK),
+    Row("fair-0.5", "fair", {"theta": 0.5}, {}, 0.0, SLACK, WEEK),
+    Row("fair-0.2+ckpt50", "fair", {"theta": 0.2}, {}, 0.5, SLACK, WEEK),
+    Row("fair-0.2+ckpt", "fair", {"theta": 0.2}, {}, 1.0, SLACK, WEEK),
     # the daemon's usage half-life (half_life_s) at 1 day instead of 7: see bench/README.md
-    ("fair-0.2+ckpt-hl1d", "fair", {"theta": 0.2}, {}, 1.0, SLACK, DAY),
+    Row("fair-0.2+ckpt-hl1d", "fair", {"theta": 0.2}, {}, 1.0, SLACK, DAY),
     # idle fill (off by default): opted-in jobs of accounts below half their entitlement that
     # would wait >= 2 h start now on idle slow GPUs and migrate later (policy/route.py)
-    ("fair-0.2+ckpt-fill", "fair", {"theta": 0.2, "idle_fill": 0.5}, {}, 1.0, SLACK, WEEK),
+    Row("fair-0.2+ckpt-fill", "fair", {"theta": 0.2, "idle_fill": 0.5}, {}, 1.0, SLACK, WEEK),
     # fairness first (docs/daemon.md item 10): one shortest-first order over all accounts
     # (sfq 0), accounts below 0.6 x their entitlement first
-    ("fair-sfq0-floor0.6+ckpt", "fair", {"theta": 0.2, "sfq": 0.0, "floor": 0.6}, {}, 1.0, SLACK,
-     WEEK),
+    Row("fair-sfq0-floor0.6+ckpt", "fair", {"theta": 0.2, "sfq": 0.0, "floor": 0.6}, {}, 1.0,
+        SLACK, WEEK),
     # the same, with rotation's gap test (narrow), victims needing 3x the waiting job's runtime
     # left (yield_factor 3), floor 0.57 and the daemon's cycle every 15 s (bench/README.md,
     # session 23): a small account's short job no longer waits a minute at level 0
-    (FAST_ROW, "fair", {"theta": 0.2, "sfq": 0.0, "floor": 0.57, "yield_factor": 3.0,
-                        "narrow": 1.0}, {}, 1.0, SLACK, WEEK),
+    Row(FAST_ROW, "fair", {"theta": 0.2, "sfq": 0.0, "floor": 0.57, "yield_factor": 3.0,
+                           "narrow": 1.0}, {}, 1.0, SLACK, WEEK, cycle_s=15.0),
 ]
-# Seconds between daemon cycles per row (the rest: 60 s, the daemon's default interval_s)
-CYCLE_S = {FAST_ROW: 15.0}
 COLUMNS = ["scenario", "seed", "policy", "jobs", "avg_jct_s", "p99_jct_s", "avg_wait_s",
            "makespan_s", "rho_p99", "rho_max", "rho_gt1_share", "jain_accounts",
            "jain_accounts_1d", "requeues", "upd_per_cycle", "util", "wall_s"]
 
-Task = tuple[str, dict[str, Any], str, str, dict[str, float], dict[str, float], float, float,
-             float]
+Task = tuple[str, dict[str, Any], Row]  # (scenario name, scenario with its seed, policy row)
 
 
 def _one(args: Task) -> dict[str, Any]:
-    scenario, sc, label, policy, knobs, billing, ckpt, slack, half_life = args
-    spec = uniform_cluster(sc["gpus"], billing=billing)
+    scenario, sc, row = args
+    spec = uniform_cluster(sc["gpus"], billing=row.billing)
     table = throughput_table(Path(sc["data"]))
     setup = TraceSetup(resolve_trace(sc["trace"], Path(sc["data"])), start=sc["start"],
                        count=sc["count"], load=sc["load"], seed=sc["seed"])
@@ -97,15 +108,15 @@ def _one(args: Task) -> dict[str, Any]:
         # ablation: a g-GPU job becomes g 1-GPU jobs (same account, arrival, duration, work)
         jobs = [dataclasses.replace(j, job_id=f"{j.job_id}.{k}", num_gpus=1)
                 for j in jobs for k in range(max(j.num_gpus, 1))]
-    res, m = run(jobs, spec, table, SimConfig(policy=policy, knobs=knobs,
-                                              interval_s=CYCLE_S.get(label, 60.0),
-                                              checkpoint_share=ckpt, hsbatch_slack=slack,
-                                              ledger_half_life_s=half_life))
+    res, m = run(jobs, spec, table, SimConfig(policy=row.policy, knobs=row.knobs,
+                                              interval_s=row.cycle_s,
+                                              checkpoint_share=row.ckpt, hsbatch_slack=row.slack,
+                                              ledger_half_life_s=row.half_life_s))
     util = "/".join(f"{t}:{u:.2f}" for t, u in m.get("util_by_type", {}).items())
     # scontrol updates the daemon made per cycle (Nice + Features): the load it puts on slurmctld
     per_cycle = m["updates"] / m["cycles"] if m.get("cycles") else 0.0
     # per account (JCT, level): who gains and who pays (frontier.py's "who pays" table)
-    return {"scenario": scenario, "seed": sc["seed"], "policy": label, **m, "util": util,
+    return {"scenario": scenario, "seed": sc["seed"], "policy": row.label, **m, "util": util,
             "upd_per_cycle": per_cycle, "by_account": account_metrics(res)}
 
 
@@ -161,7 +172,7 @@ def _ratios(rows: list[dict[str, Any]], scenario: str) -> list[str]:
     seeds = sorted({r["seed"] for r in rows if r["scenario"] == scenario})
     out = [f"Must-show ({scenario}; ratios from the same seed, then the mean over seeds "
            f"{', '.join(map(str, seeds))}; Gavel = its faster variant, hase = its fairer one):"]
-    groups = (("fair, plain sbatch, no requeue", lambda k: k == "fair-0.2-sbatch"),
+    groups: tuple[tuple[str, Callable[[str], bool]], ...] = (("fair, plain sbatch, no requeue", lambda k: k == "fair-0.2-sbatch"),
               ("fair with hsbatch, no requeue (best theta)",
                lambda k: k.startswith("fair") and "ckpt" not in k and "sbatch" not in k),
               ("fair + checkpoint/requeue, every job opts in", lambda k: k == "fair-0.2+ckpt"),
@@ -259,10 +270,8 @@ def main() -> int:
     scenarios = {k: v for k, v in scenarios.items() if k in chosen}
     seeds = [int(x) for x in a.seeds.split(",") if x.strip()]
     tasks: list[Task] = [
-        (name, {**sc, "seed": seed, "data": str(a.data_dir), "split_gpus": a.split_gpus}, label,
-         pol, knobs, bill, ckpt, slack, hl)
-        for name, sc in scenarios.items() for seed in seeds
-        for label, pol, knobs, bill, ckpt, slack, hl in POLICIES]
+        (name, {**sc, "seed": seed, "data": str(a.data_dir), "split_gpus": a.split_gpus}, row)
+        for name, sc in scenarios.items() for seed in seeds for row in POLICIES]
     with ProcessPoolExecutor(max_workers=a.workers) as pool:
         rows = []
         for row in pool.map(_one, tasks):
