@@ -43,20 +43,14 @@ JCT_TARGET, JAIN_TARGET = 0.5, 0.95
 
 
 def settings(floors: tuple[float, ...] = FLOORS) -> list[Row]:
-    """Competitors, fair's default and the sfq 0 floor sweep (no billing weights, the ledger's
-    default half-life)."""
-    out = [
-        Row("slurm-fifo", "fifo", {}, {}, 0.0, 0.0, WEEK),
-        Row("gavel", "gavel", {}, {}, 0.0, 0.0, WEEK),
-        Row("gavel-hsbatch", "gavel", {}, {}, 0.0, SLACK, WEEK),
-        Row("hase", "hase", {}, {}, 0.0, 0.0, WEEK),
-        Row("hase-hsbatch", "hase", {}, {}, 0.0, SLACK, WEEK),
-        Row("fair-0.2+ckpt (SFQ)", "fair", {"theta": 0.2}, {}, 1.0, SLACK, WEEK),
-    ]
+    """Competitors and fair's default (policies.py's rows), the sfq 0 floor sweep, and
+    policies.py's closest point to the target (daemon cycle 15 s, `narrow`, yield_factor 3)."""
+    rows = {p.label: p for p in POLICIES}
+    out = [rows[k] for k in ("slurm-fifo", "gavel", "gavel-hsbatch", "hase", "hase-hsbatch")]
+    out.append(rows["fair-0.2+ckpt"]._replace(label="fair-0.2+ckpt (SFQ)"))
     out += [Row(f"fair-sfq0-floor{f:g}+ckpt", "fair", {"theta": 0.2, "sfq": 0.0, "floor": f}, {},
                 1.0, SLACK, WEEK) for f in floors]
-    # policies.py's closest point to the target (daemon cycle 15 s, `narrow`, yield_factor 3)
-    out.append(next(p for p in POLICIES if p.label == FAST_ROW))
+    out.append(rows[FAST_ROW])
     return out
 
 

@@ -172,7 +172,8 @@ def _ratios(rows: list[dict[str, Any]], scenario: str) -> list[str]:
     seeds = sorted({r["seed"] for r in rows if r["scenario"] == scenario})
     out = [f"Must-show ({scenario}; ratios from the same seed, then the mean over seeds "
            f"{', '.join(map(str, seeds))}; Gavel = its faster variant, hase = its fairer one):"]
-    groups: tuple[tuple[str, Callable[[str], bool]], ...] = (("fair, plain sbatch, no requeue", lambda k: k == "fair-0.2-sbatch"),
+    groups: tuple[tuple[str, Callable[[str], bool]], ...] = (
+              ("fair, plain sbatch, no requeue", lambda k: k == "fair-0.2-sbatch"),
               ("fair with hsbatch, no requeue (best theta)",
                lambda k: k.startswith("fair") and "ckpt" not in k and "sbatch" not in k),
               ("fair + checkpoint/requeue, every job opts in", lambda k: k == "fair-0.2+ckpt"),
