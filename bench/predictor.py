@@ -34,6 +34,9 @@ SHARED = REPO.parent / "shared" / "data"
 TARGETS = {"random": 8.0, "leave-one-pair-out": 15.0, "leave-one-gpu-out": 25.0, "co-located (random)": 15.0}
 
 
+PAIR_FOLDS = 40  # (model, GPU) pairs sampled for the leave-one-pair-out split
+
+
 def accuracy(rows: list[Measurement], pair_folds: int) -> list[tuple[str, float, float, float]]:
     """(split, ours MAPE, baseline MAPE, target) rows."""
     out: list[tuple[str, float, float, float]] = []
@@ -206,13 +209,13 @@ def bad_inputs() -> list[tuple[str, str]]:
 def main() -> None:
     """Print the benchmark tables."""
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true", help="sample 10 pairs instead of 40")
+    ap.add_argument("--quick", action="store_true", help=f"sample 10 pairs instead of {PAIR_FOLDS}")
     args = ap.parse_args()
     rows = read_csv(SHIPPED_CSV)
     print(f"shipped data: {len(rows)} rows, {len({m.gpu for m in rows})} GPU types, "
           f"{len({m.model for m in rows})} models (Gavel MIT + MLPerf Apache-2.0 + Pollux T4 Apache-2.0)\n")
     print(f"{'split':<44}{'ours MAPE':>10}{'HASE-RF':>10}{'ratio':>7}{'target':>8}  ok")
-    for split, ours, base, target in accuracy(rows, 10 if args.quick else 40):
+    for split, ours, base, target in accuracy(rows, 10 if args.quick else PAIR_FOLDS):
         ok = "yes" if (ours <= target or math.isnan(target)) and ours < base else "NO"
         print(f"{split:<44}{ours:>9.1f}%{base:>9.1f}%{ours / base:>7.2f}{target:>7.0f}%  {ok}")
     cov, cov_co = p90_coverage(rows)
