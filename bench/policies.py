@@ -7,6 +7,7 @@
     .venv/bin/python bench/policies.py --speed         # + 100,000 jobs on 2,000 GPUs (fifo)
     .venv/bin/python bench/policies.py --speed --speed-policy fifo --speed-policy fair
     .venv/bin/python bench/policies.py --speed-only --speed-policy fair   # the speed run alone
+    .venv/bin/python bench/policies.py --speed-only --speed-policy fair --speed-policy fifo  # + fair / fifo
     .venv/bin/python bench/policies.py --jobs 2000     # bigger window (~10 min)
 
 Writes bench/out/policies.md (table + must-show ratios), policies.csv, policies.json and
@@ -145,6 +146,16 @@ def _speed_line(sp: dict[str, Any]) -> str:
             f"(target < 600 s, < 4096 MB)")
 
 
+def _speed_ratios(runs: list[dict[str, Any]]) -> list[str]:
+    """Each policy's speed run against the Slurm baseline's on the same host, where both ran:
+    the host sets the seconds (bench/README.md, session 26), the ratio travels."""
+    base = next((sp for sp in runs if sp["policy"] == "fifo"), None)
+    if base is None or base["sim_wall_s"] <= 0:
+        return []
+    return [f"Speed ({sp['policy']}) / Slurm baseline (fifo) on this host: "
+            f"{sp['sim_wall_s'] / base['sim_wall_s']:.2f}x" for sp in runs if sp is not base]
+
+
 def _fmt(row: dict[str, Any]) -> list[str]:
     out = []
     for c in COLUMNS:
@@ -264,8 +275,12 @@ def main() -> int:
                         "gpus": {"k80": g, "p100": g, "v100": g}},
     }
     if a.speed_only:
+        runs = []
         for pol in a.speed_policy or ["fifo"]:
-            print(_speed_line(_speed(a.data_dir, 100_000, 2000, pol)), flush=True)
+            runs.append(_speed(a.data_dir, 100_000, 2000, pol))
+            print(_speed_line(runs[-1]), flush=True)
+        for line in _speed_ratios(runs):
+            print(line)
         return 0
     chosen = a.scenario or ["philly-3type"]
     scenarios = {k: v for k, v in scenarios.items() if k in chosen}
@@ -286,8 +301,8 @@ def main() -> int:
     for name in scenarios:
         lines += _ratios(rows, name) + [""]
     if a.speed:
-        for pol in a.speed_policy or ["fifo"]:
-            lines.append(_speed_line(_speed(a.data_dir, 100_000, 2000, pol)))
+        runs = [_speed(a.data_dir, 100_000, 2000, pol) for pol in a.speed_policy or ["fifo"]]
+        lines += [_speed_line(sp) for sp in runs] + _speed_ratios(runs)
     text = "\n".join(lines) + "\n"
     (a.out / "policies.md").write_text(text)
     (a.out / "policies.json").write_text(json.dumps(rows, indent=2, sort_keys=True) + "\n")
