@@ -1,6 +1,6 @@
 """Where the predictor's random-split error sits, and how much of it an identity model can remove.
 
-Run: ``.venv/bin/python bench/predictor_noise.py`` from the repo root (about 5 s; no ../shared
+Run: ``.venv/bin/python bench/predictor_noise.py`` from the repo root (about 45 s; no ../shared
 needed). Prints, on the shipped training data and the bench's random 5-fold split (seed 0):
 
 - our model's MAPE and share of the total error per data source and per Gavel GPU type;
@@ -14,8 +14,8 @@ needed). Prints, on the shipped training data and the bench's random 5-fold spli
   with the same co-runners measured on another GPU type, times a constant fitted *on the held-out
   rows themselves* (per block, per block and model, per block, model and batch size), taking the
   other type that covers most rows. No predictor has those constants; the figure bounds what
-  carrying measurements across GPU types by a scale can reach (docs/predictor.md, "How far a
-  transfer can go").
+  rescaling one other type's measurements can reach (docs/predictor.md, "How far a transfer
+  can go").
 
 It is evidence for docs/predictor.md ("Noise in the data"), not a target.
 """
@@ -133,9 +133,9 @@ def transfer_oracle(rows: Sequence[Measurement], test: Sequence[int],
 
 
 def print_transfer_oracle(rows: Sequence[Measurement]) -> None:
-    """The transfer oracle's MAPE on the pair-out (bench's 40 pairs) and GPU-out splits."""
+    """The transfer oracle's MAPE on the pair-out (the bench's sampled pairs) and GPU-out splits."""
     print("\ntransfer oracle (constants fitted on the held-out rows; a bound, not a model):")
-    splits = {"leave-one-pair-out (40 sampled pairs)": sampled_pairs(rows),
+    splits = {f"leave-one-pair-out ({PAIR_FOLDS} sampled pairs)": sampled_pairs(rows),
               "leave-one-gpu-out": folds(rows, "leave-one-gpu-out")}
     grouping: dict[str, Callable[[Measurement], Key]] = {
         "one constant per held-out block": lambda m: (),
@@ -151,7 +151,7 @@ def print_transfer_oracle(rows: Sequence[Measurement]) -> None:
 
 
 def sampled_pairs(rows: Sequence[Measurement]) -> list[list[int]]:
-    """The 40 (model, GPU) pairs bench/predictor.py holds out (cross_validate's sample)."""
+    """The PAIR_FOLDS (model, GPU) pairs bench/predictor.py holds out (cross_validate's sample)."""
     return random.Random(0).sample(folds(rows, "leave-one-pair-out"), PAIR_FOLDS)
 
 
