@@ -1,6 +1,6 @@
 """Where the predictor's random-split error sits, and how much of it an identity model can remove.
 
-Run: ``.venv/bin/python bench/predictor_noise.py`` from the repo root (about 45 s; no ../shared
+Run: ``.venv/bin/python bench/predictor_noise.py`` from the repo root (about 55 s; no ../shared
 needed). Prints, on the shipped training data and the bench's random 5-fold split (seed 0):
 
 - our model's MAPE and share of the total error per data source and per Gavel GPU type;
@@ -15,13 +15,18 @@ needed). Prints, on the shipped training data and the bench's random 5-fold spli
   rows themselves* (per block, per block and model, per block, model and batch size), taking the
   other type that covers most rows. No predictor has those constants; the figure bounds what
   rescaling one other type's measurements can reach (docs/predictor.md, "How far a transfer
-  can go").
+  can go");
+- a richer, log-linear transfer oracle on the same splits: log time = an intercept (per model, or
+  per model and batch size) + slopes on the workload's exclusive time and its slowdown on the
+  other type (+ the co-runner's slowdown beside it on the held-out type, its mirror row), least
+  squares on the held-out rows.
 
 It is evidence for docs/predictor.md ("Noise in the data"), not a target.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import sys
@@ -99,7 +104,7 @@ def mape_constant(truth: np.ndarray, base: np.ndarray) -> float:
 
 
 def _transfer_key(m: Measurement) -> Key:
-    return (_workload(m), tuple(sorted(m.desc.corunner_gflops or ())))
+    return (_workload(m), _corunners(m))
 
 
 def transfer_oracle(rows: Sequence[Measurement], test: Sequence[int],
@@ -150,6 +155,89 @@ def print_transfer_oracle(rows: Sequence[Measurement]) -> None:
                   f"({len(errs)} of {total} rows have a counterpart)")
 
 
+def loglinear_oracle(rows: Sequence[Measurement], test: Sequence[int],
+                     intercept: Callable[[Measurement], Key], mirror: bool) -> dict[int, float]:
+    """Row index -> error of a richer transfer oracle on one held-out block (module doc):
+    log t = a[intercept key] + b log(the workload's exclusive time on the other type)
+    + c log(its slowdown there beside the same co-runners) [+ d log(the co-runner's own slowdown
+    beside it on the held-out type, its mirror row) + e (mirror found)], least squares on the
+    held-out rows. Features come from the rows outside the block only."""
+    held = set(test)
+    gpus = {rows[i].gpu for i in test}
+    times: dict[Key, float] = {(m.gpu, _workload(m), _corunners(m)): m.iter_time_s
+                               for i, m in enumerate(rows) if i not in held}
+    by_gflops: dict[float, list[Key]] = defaultdict(list)
+    for m in rows:
+        gflops = m.desc.gflops_per_iter
+        if gflops is not None and _workload(m) not in by_gflops[gflops]:
+            by_gflops[gflops].append(_workload(m))
+    best: tuple[int, float, dict[int, float]] | None = None
+    for other in sorted({m.gpu for m in rows} - gpus):
+        feats: list[list[float]] = []
+        keys: list[Key] = []
+        idx: list[int] = []
+        for i in test:
+            m = rows[i]
+            alone = times.get((other, _workload(m), ()))
+            there = times.get((other, _workload(m), _corunners(m)))
+            if alone is None or there is None:
+                continue
+            f = [math.log(alone), math.log(there / alone)]
+            if mirror:
+                f += _mirror(m, times, by_gflops)
+            feats.append(f)
+            keys.append(intercept(m))
+            idx.append(i)
+        if len(idx) < 2:
+            continue
+        levels = sorted(set(keys), key=repr)
+        a = np.array([[1.0 if k == lv else 0.0 for lv in levels] + f
+                      for k, f in zip(keys, feats, strict=True)])
+        y = np.log([rows[i].iter_time_s for i in idx])
+        coef = np.linalg.lstsq(a, y, rcond=None)[0]
+        err = np.abs(np.exp(a @ coef - y) - 1.0)
+        mean = float(err.mean())
+        if best is None or (len(idx), -mean) > (best[0], -best[1]):
+            best = (len(idx), mean, dict(zip(idx, err.tolist(), strict=True)))
+    return best[2] if best is not None else {}
+
+
+def _corunners(m: Measurement) -> Key:
+    return tuple(sorted(m.desc.corunner_gflops or ()))
+
+
+def _mirror(m: Measurement, times: dict[Key, float], by_gflops: dict[float, list[Key]]
+            ) -> list[float]:
+    """[log slowdown of m's one co-runner beside m on m's GPU, 1] from rows outside the block,
+    [0, 0] where there is no such row (or several co-runners)."""
+    co = m.desc.corunner_gflops or ()
+    if len(co) != 1 or m.desc.gflops_per_iter is None:
+        return [0.0, 0.0]
+    for other in by_gflops.get(co[0], []):
+        beside = times.get((m.gpu, other, (m.desc.gflops_per_iter,)))
+        alone = times.get((m.gpu, other, ()))
+        if beside is not None and alone is not None:
+            return [math.log(beside / alone), 1.0]
+    return [0.0, 0.0]
+
+
+def print_loglinear_oracle(rows: Sequence[Measurement]) -> None:
+    """The richer oracle's MAPE on the pair-out and GPU-out splits, per intercept and mirror."""
+    print("\nlog-linear transfer oracle (intercepts and slopes fitted on the held-out rows):")
+    splits = {f"leave-one-pair-out ({PAIR_FOLDS} sampled pairs)": sampled_pairs(rows),
+              "leave-one-gpu-out": folds(rows, "leave-one-gpu-out")}
+    intercepts: dict[str, Callable[[Measurement], Key]] = {
+        "per model": lambda m: (m.model,),
+        "per model and batch size": lambda m: (m.model, m.desc.batch_size, m.desc.num_gpus)}
+    for split, tests in splits.items():
+        total = sum(len(t) for t in tests)
+        for (name, key), mirror in itertools.product(intercepts.items(), (False, True)):
+            errs = [e for t in tests for e in loglinear_oracle(rows, t, key, mirror).values()]
+            label = name + (" + mirror rows" if mirror else "")
+            print(f"  {split:38s} {label:40s} {100 * float(np.mean(errs)):5.1f}% "
+                  f"({len(errs)} of {total} rows have a counterpart)")
+
+
 def sampled_pairs(rows: Sequence[Measurement]) -> list[list[int]]:
     """The PAIR_FOLDS (model, GPU) pairs bench/predictor.py holds out (cross_validate's sample)."""
     return random.Random(0).sample(folds(rows, "leave-one-pair-out"), PAIR_FOLDS)
@@ -195,6 +283,7 @@ def main() -> None:
               f"{err[idx].sum() / total:6.2f} {ident_txt}")
     print("\nGavel co-located entries equal to the isolated time exactly:", clipped_entries(rows))
     print_transfer_oracle(rows)
+    print_loglinear_oracle(rows)
 
 
 if __name__ == "__main__":
