@@ -23,7 +23,7 @@ import json
 import resource
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -156,6 +156,15 @@ def _speed_ratios(runs: list[dict[str, Any]]) -> list[str]:
             f"{sp['sim_wall_s'] / base['sim_wall_s']:.2f}x" for sp in runs if sp is not base]
 
 
+def _speed_report(data: Path, policies: list[str]) -> Iterator[str]:
+    """The 100k-job speed run of each policy, a line as each ends, then the ratios to fifo."""
+    runs = []
+    for pol in policies:
+        runs.append(_speed(data, 100_000, 2000, pol))
+        yield _speed_line(runs[-1])
+    yield from _speed_ratios(runs)
+
+
 def _fmt(row: dict[str, Any]) -> list[str]:
     out = []
     for c in COLUMNS:
@@ -275,12 +284,8 @@ def main() -> int:
                         "gpus": {"k80": g, "p100": g, "v100": g}},
     }
     if a.speed_only:
-        runs = []
-        for pol in a.speed_policy or ["fifo"]:
-            runs.append(_speed(a.data_dir, 100_000, 2000, pol))
-            print(_speed_line(runs[-1]), flush=True)
-        for line in _speed_ratios(runs):
-            print(line)
+        for line in _speed_report(a.data_dir, a.speed_policy or ["fifo"]):
+            print(line, flush=True)
         return 0
     chosen = a.scenario or ["philly-3type"]
     scenarios = {k: v for k, v in scenarios.items() if k in chosen}
@@ -301,8 +306,7 @@ def main() -> int:
     for name in scenarios:
         lines += _ratios(rows, name) + [""]
     if a.speed:
-        runs = [_speed(a.data_dir, 100_000, 2000, pol) for pol in a.speed_policy or ["fifo"]]
-        lines += [_speed_line(sp) for sp in runs] + _speed_ratios(runs)
+        lines += _speed_report(a.data_dir, a.speed_policy or ["fifo"])
     text = "\n".join(lines) + "\n"
     (a.out / "policies.md").write_text(text)
     (a.out / "policies.json").write_text(json.dumps(rows, indent=2, sort_keys=True) + "\n")

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import itertools
 import math
-import random
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +42,7 @@ if str(REPO) not in sys.path:
 
 from bench.predictor import PAIR_FOLDS  # noqa: E402
 from slurm_hase.predict.dataset import Measurement, read_csv  # noqa: E402
-from slurm_hase.predict.evaluate import folds, predict_rows  # noqa: E402
+from slurm_hase.predict.evaluate import folds, predict_rows, sample_folds  # noqa: E402
 from slurm_hase.predict.train import NUM_ROUNDS, train  # noqa: E402
 
 SHIPPED_CSV = REPO / "slurm_hase" / "data" / "train_shipped.csv"
@@ -116,7 +116,7 @@ def transfer_oracle(rows: Sequence[Measurement], test: Sequence[int],
     for m in rows:
         if m.gpu not in held:
             by_gpu[m.gpu][_transfer_key(m)] = m.iter_time_s
-    best: tuple[int, float, dict[int, float]] | None = None
+    per_type: list[dict[int, float]] = []
     for gpu in sorted(by_gpu):
         table = by_gpu[gpu]
         groups: dict[Key, list[tuple[int, float]]] = defaultdict(list)
@@ -131,28 +131,56 @@ def transfer_oracle(rows: Sequence[Measurement], test: Sequence[int],
             c = mape_constant(truth, base_t)
             err.update(zip((i for i, _ in members), np.abs(c * base_t - truth) / truth,
                            strict=True))
-        mean = float(np.mean(list(err.values()))) if err else math.inf
-        if err and (best is None or (len(err), -mean) > (best[0], -best[1])):
-            best = (len(err), mean, err)
-    return best[2] if best is not None else {}
+        per_type.append(err)
+    return _most_covering(per_type)
 
 
-def print_transfer_oracle(rows: Sequence[Measurement]) -> None:
-    """The transfer oracle's MAPE on the pair-out (the bench's sampled pairs) and GPU-out splits."""
-    print("\ntransfer oracle (constants fitted on the held-out rows; a bound, not a model):")
-    splits = {f"leave-one-pair-out ({PAIR_FOLDS} sampled pairs)": sampled_pairs(rows),
-              "leave-one-gpu-out": folds(rows, "leave-one-gpu-out")}
+def _most_covering(per_type: list[dict[int, float]]) -> dict[int, float]:
+    """Of the other types' errors, those of the type covering most held-out rows (then the
+    lowest mean error; the first in type order on a tie); {} when none covers any."""
+    return max((e for e in per_type if e), default={},
+               key=lambda e: (len(e), -float(np.mean(list(e.values())))))
+
+
+def oracle_splits(rows: Sequence[Measurement]) -> dict[str, list[list[int]]]:
+    """The held-out blocks of bench/predictor.py's pair-out (its sampled pairs) and GPU-out
+    splits, by label."""
+    pairs = sample_folds(folds(rows, "leave-one-pair-out"), PAIR_FOLDS)
+    return {f"leave-one-pair-out ({PAIR_FOLDS} sampled pairs)": pairs,
+            "leave-one-gpu-out": folds(rows, "leave-one-gpu-out")}
+
+
+def print_oracle(title: str, splits: dict[str, list[list[int]]],
+                 variants: dict[str, Callable[[Sequence[int]], dict[int, float]]]) -> None:
+    """One line per split and variant: the MAPE of the variant's oracle over the blocks."""
+    print(f"\n{title}:")
+    for split, tests in splits.items():
+        total = sum(len(t) for t in tests)
+        for name, oracle in variants.items():
+            errs = [e for t in tests for e in oracle(t).values()]
+            print(f"  {split:38s} {name:40s} {100 * float(np.mean(errs)):5.1f}% "
+                  f"({len(errs)} of {total} rows have a counterpart)")
+
+
+def print_oracles(rows: Sequence[Measurement]) -> None:
+    """Both transfer oracles (module doc) on the pair-out and GPU-out splits."""
+    splits = oracle_splits(rows)
     grouping: dict[str, Callable[[Measurement], Key]] = {
         "one constant per held-out block": lambda m: (),
         "per block and model": lambda m: (m.model,),
         "per block, model and batch size": lambda m: (m.model, m.desc.batch_size,
                                                       m.desc.num_gpus)}
-    for split, tests in splits.items():
-        total = sum(len(t) for t in tests)
-        for name, group in grouping.items():
-            errs = [e for t in tests for e in transfer_oracle(rows, t, group).values()]
-            print(f"  {split:38s} {name:34s} {100 * float(np.mean(errs)):5.1f}% "
-                  f"({len(errs)} of {total} rows have a counterpart)")
+    print_oracle("transfer oracle (constants fitted on the held-out rows; a bound, not a model)",
+                 splits, {name: partial(transfer_oracle, rows, group=group)
+                          for name, group in grouping.items()})
+    intercepts: dict[str, Callable[[Measurement], Key]] = {
+        "per model": lambda m: (m.model,),
+        "per model and batch size": lambda m: (m.model, m.desc.batch_size, m.desc.num_gpus)}
+    print_oracle("log-linear transfer oracle (intercepts and slopes fitted on the held-out rows)",
+                 splits, {name + (" + mirror rows" if mirror else ""):
+                          partial(loglinear_oracle, rows, intercept=key, mirror=mirror)
+                          for (name, key), mirror in itertools.product(intercepts.items(),
+                                                                       (False, True))})
 
 
 def loglinear_oracle(rows: Sequence[Measurement], test: Sequence[int],
@@ -171,7 +199,7 @@ def loglinear_oracle(rows: Sequence[Measurement], test: Sequence[int],
         gflops = m.desc.gflops_per_iter
         if gflops is not None and _workload(m) not in by_gflops[gflops]:
             by_gflops[gflops].append(_workload(m))
-    best: tuple[int, float, dict[int, float]] | None = None
+    per_type: list[dict[int, float]] = []
     for other in sorted({m.gpu for m in rows} - gpus):
         feats: list[list[float]] = []
         keys: list[Key] = []
@@ -196,10 +224,8 @@ def loglinear_oracle(rows: Sequence[Measurement], test: Sequence[int],
         y = np.log([rows[i].iter_time_s for i in idx])
         coef = np.linalg.lstsq(a, y, rcond=None)[0]
         err = np.abs(np.exp(a @ coef - y) - 1.0)
-        mean = float(err.mean())
-        if best is None or (len(idx), -mean) > (best[0], -best[1]):
-            best = (len(idx), mean, dict(zip(idx, err.tolist(), strict=True)))
-    return best[2] if best is not None else {}
+        per_type.append(dict(zip(idx, err.tolist(), strict=True)))
+    return _most_covering(per_type)
 
 
 def _corunners(m: Measurement) -> Key:
@@ -219,28 +245,6 @@ def _mirror(m: Measurement, times: dict[Key, float], by_gflops: dict[float, list
         if beside is not None and alone is not None:
             return [math.log(beside / alone), 1.0]
     return [0.0, 0.0]
-
-
-def print_loglinear_oracle(rows: Sequence[Measurement]) -> None:
-    """The richer oracle's MAPE on the pair-out and GPU-out splits, per intercept and mirror."""
-    print("\nlog-linear transfer oracle (intercepts and slopes fitted on the held-out rows):")
-    splits = {f"leave-one-pair-out ({PAIR_FOLDS} sampled pairs)": sampled_pairs(rows),
-              "leave-one-gpu-out": folds(rows, "leave-one-gpu-out")}
-    intercepts: dict[str, Callable[[Measurement], Key]] = {
-        "per model": lambda m: (m.model,),
-        "per model and batch size": lambda m: (m.model, m.desc.batch_size, m.desc.num_gpus)}
-    for split, tests in splits.items():
-        total = sum(len(t) for t in tests)
-        for (name, key), mirror in itertools.product(intercepts.items(), (False, True)):
-            errs = [e for t in tests for e in loglinear_oracle(rows, t, key, mirror).values()]
-            label = name + (" + mirror rows" if mirror else "")
-            print(f"  {split:38s} {label:40s} {100 * float(np.mean(errs)):5.1f}% "
-                  f"({len(errs)} of {total} rows have a counterpart)")
-
-
-def sampled_pairs(rows: Sequence[Measurement]) -> list[list[int]]:
-    """The PAIR_FOLDS (model, GPU) pairs bench/predictor.py holds out (cross_validate's sample)."""
-    return random.Random(0).sample(folds(rows, "leave-one-pair-out"), PAIR_FOLDS)
 
 
 def main() -> None:
@@ -282,8 +286,7 @@ def main() -> None:
         print(f"{name:38s} {len(idx):5d} {100 * err[idx].mean():6.1f}% "
               f"{err[idx].sum() / total:6.2f} {ident_txt}")
     print("\nGavel co-located entries equal to the isolated time exactly:", clipped_entries(rows))
-    print_transfer_oracle(rows)
-    print_loglinear_oracle(rows)
+    print_oracles(rows)
 
 
 if __name__ == "__main__":

@@ -104,6 +104,14 @@ def folds(rows: Sequence[Measurement], split: str, k: int = 5, seed: int = 0) ->
     return list(groups.values())
 
 
+def sample_folds(test_sets: list[list[int]], max_folds: int | None, seed: int = 0
+                 ) -> list[list[int]]:
+    """At most `max_folds` of `test_sets`, drawn with `seed` (all of them when None or fewer)."""
+    if max_folds is not None and len(test_sets) > max_folds:
+        return random.Random(seed).sample(test_sets, max_folds)
+    return test_sets
+
+
 def cross_validate(
     rows: Sequence[Measurement], split: str, *, baseline: bool = True, rounds: int | None = None,
     max_folds: int | None = None, seed: int = 0,
@@ -115,9 +123,7 @@ def cross_validate(
     from slurm_hase.predict.baseline import HaseBaseline
     from slurm_hase.predict.train import NUM_ROUNDS, train
 
-    test_sets = folds(rows, split, seed=seed)
-    if max_folds is not None and len(test_sets) > max_folds:
-        test_sets = random.Random(seed).sample(test_sets, max_folds)
+    test_sets = sample_folds(folds(rows, split, seed=seed), max_folds, seed)
     ours: dict[int, float] = {}
     base: dict[int, float] = {}
     for done, test in enumerate(test_sets, 1):
