@@ -30,9 +30,12 @@ class JobEstimate:
 class RuntimeEstimator(Protocol):
     """Predicts a job's runtime per GPU type; None = unknown job, leave it alone.
 
-    An estimator whose answer for the very same Job object and GPU types never changes may say
-    so with a class attribute `repeatable = True`: build_state then reuses the last answer for a
-    Job object a backend hands back unchanged (SimSlurm does) instead of asking again.
+    An estimator whose answer for the very same Job object and GPU types never changes, and
+    does not depend on what Slurm moves while a job waits (its priority, pending reason and
+    projected start and end), may say so with a class attribute `repeatable = True`:
+    build_state then reuses the last answer for a Job object a backend hands back unchanged
+    (SimSlurm does), or for a pending one equal to it but for those fields (squeue's, every
+    cycle), instead of asking again.
     """
 
     def estimate(self, job: Job, gpu_types: Sequence[str]) -> JobEstimate | None: ...

@@ -14,6 +14,7 @@ from __future__ import annotations
 import operator
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from typing import TYPE_CHECKING
 
 from slurm_hase.daemon.records import (
@@ -38,6 +39,14 @@ __all__ = ["DEFAULT_RUNTIME_S", "JobEstimate", "RuntimeEstimator", "StateCache",
 
 def _repeatable(estimator: RuntimeEstimator) -> bool:
     return getattr(estimator, "repeatable", False) is True
+
+
+# every field of a pending Job but those Slurm changes on its own while the job waits: its
+# priority (age and fairshare move), its pending reason and backfill's projected start and end.
+# No pending record (nor a repeatable estimate, records.RuntimeEstimator) depends on them
+_WAITING_MOVES = ("priority", "reason", "start_time", "end_time")
+_BUT_PRIORITY = operator.attrgetter(*(f.name for f in fields(Job)
+                                      if f.name not in _WAITING_MOVES))
 
 
 def job_in_partitions(job: Job, partitions: tuple[str, ...] | None) -> bool:
@@ -239,8 +248,9 @@ def build_state(
 ) -> ClusterState:
     """The policy's view: GPU pools, estimated pending jobs, running jobs, usage, shares.
 
-    With `cache` (the same object every cycle), records of unchanged jobs are reused; the
-    estimator is still asked about every job, exactly as without it.
+    With `cache` (the same object every cycle), records of unchanged jobs are reused; an
+    estimator that is not `repeatable` (records.RuntimeEstimator) is still asked about every
+    job, exactly as without it.
     """
     return _build_state(jobs, nodes, estimator, ledger_usage, shares, now, config, cache)[0]
 
@@ -297,8 +307,16 @@ def _build_state(
                     jtypes_or = job_types[job.partition] = _types_for(job.partition, types,
                                                                       part_types)
                 jtypes = jtypes_or
-            if not (reuse and entry is not None and entry[4] is job and entry[2] is jtypes
-                    and job.submit_time is not None):
+            same = (reuse and entry is not None and entry[2] is jtypes
+                    and job.submit_time is not None)
+            if same and entry is not None and entry[4] is not job:
+                if _BUT_PRIORITY(entry[4]) == _BUT_PRIORITY(job):
+                    # a new Job (squeue parses new ones every cycle) equal to the last one but
+                    # for what moves while it waits: the same record and estimate
+                    entry = entries[job_id] = (*entry[:4], job, entry[5])
+                else:
+                    same = False
+            if not same:
                 tkey, entry = builder.pending(job, jtypes)
                 if tkey is None:
                     entries.pop(job_id, None)
@@ -309,8 +327,9 @@ def _build_state(
                     continue  # held, no estimate or no usable type
                 entries[job_id] = entry
             else:
-                # the very same (immutable) Job as last cycle, the same types (its partitions')
-                # and an estimator that would answer the same: last cycle's entry stands as it is
+                # the same Job as last cycle (but maybe its priority), the same types (its
+                # partitions') and an estimator that would answer the same: the entry stands
+                assert entry is not None
                 by_type[entry[5]] = by_type.get(entry[5], 0) + 1
             pending.append(entry[3])
         elif state is running_state and job.alloc_gpus:

@@ -38,8 +38,8 @@ class SimSlurm(SimCluster):
 
     def jobs(self) -> list[Job]:
         fresh = self._fresh_view
-        return ([j.view if j.view is not None else fresh(j) for j in self.pending.values()]
-                + [j.view if j.view is not None else fresh(j) for j in self.running.values()])
+        return ([v if (v := j.view) is not None else fresh(j) for j in self.pending.values()]
+                + [v if (v := j.view) is not None else fresh(j) for j in self.running.values()])
 
     def _fresh_view(self, job: SimJob) -> Job:
         prev = job.last_view

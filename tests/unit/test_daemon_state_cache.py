@@ -178,6 +178,34 @@ def test_repeatable_estimator_is_not_asked_again_about_the_very_same_jobs() -> N
     assert est.calls == asked + 1 and later[0].pending[0].nice == 20
 
 
+def test_repeatable_estimator_is_not_asked_about_new_jobs_equal_but_for_priority() -> None:
+    from slurm_hase.daemon.state import StateCache, _build_state
+
+    cfg = CycleConfig(partitions=("gpu",))
+    jobs = [pjob("1"), pjob("2", typed="a100"), pjob("3", features="v100"), rjob("9", "v100")]
+    cache, est = StateCache(), RepeatableEstimator()
+    first = _build_state(jobs, NODES, est, {}, {}, 1000.0, cfg, cache)
+    asked = est.calls
+    # what squeue parses a minute later: new objects; of the pending ones, the priority, the
+    # reason and backfill's projected start and end moved
+    parsed = [Job(**{**j.__dict__, "priority": j.priority + 7, "reason": "Priority",
+                     "start_time": 5000 + k, "end_time": 9000 + k})
+              if j.pending else Job(**j.__dict__) for k, j in enumerate(jobs)]
+    again = _build_state(parsed, NODES, est, {}, {}, 1060.0, cfg, cache)
+    assert est.calls == asked + 1  # only the running job (its record path is unchanged)
+    assert all(a is b for a, b in zip(again[0].pending, first[0].pending, strict=True))
+    assert again[0] == _build_state(parsed, NODES, TableEstimator(), {}, {}, 1060.0, cfg, None)[0]
+    assert again[1] == {j.job_id: j for j in parsed if j.pending}  # the newest Job objects
+    # every other field still counts: a new comment (another descriptor) is asked about again
+    for name, value in (("comment", "other"), ("nice", 20), ("time_limit_s", 999)):
+        moved = [Job(**{**parsed[0].__dict__, name: value}), *parsed[1:]]
+        est.calls = 0
+        later = _build_state(moved, NODES, est, {}, {}, 1120.0, cfg, cache)
+        assert est.calls == 1, name
+        assert later[0] == _build_state(moved, NODES, TableEstimator(), {}, {}, 1120.0, cfg,
+                                        None)[0]
+
+
 def test_other_estimators_are_asked_every_cycle() -> None:
     from slurm_hase.daemon.state import StateCache
 
