@@ -27,7 +27,6 @@ already requeued `max_restarts` times is never filled, as it could not be moved 
 from __future__ import annotations
 
 import bisect
-import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
@@ -48,11 +47,9 @@ def _options(job: PendingJob, types: Sequence[str], tl: Timeline) -> list[Option
     now, n = tl.now, job.num_gpus
     runtime = job.runtime_s
     shared_ok = job.gpu_fraction < 1.0
-    avail = tl.avail
     for k in types:
         rt = runtime[k]
-        a = avail.get(k, ())
-        start = a[n - 1] if 0 < n <= len(a) else math.inf  # tl.start_whole(k, n), inlined
+        start = tl.start_whole(k, n)
         opt: Option = (start - now + rt, k, False, start)
         if shared_ok and tl.fits_mps(k, n * job.gpu_fraction):
             shared = rt * max(1.0, job.mps_slowdown.get(k, 1.0))
