@@ -45,8 +45,8 @@ def _repeatable(estimator: RuntimeEstimator) -> bool:
 # priority (age and fairshare move), its pending reason and backfill's projected start and end.
 # No pending record (nor a repeatable estimate, records.RuntimeEstimator) depends on them
 _WAITING_MOVES = ("priority", "reason", "start_time", "end_time")
-_BUT_PRIORITY = operator.attrgetter(*(f.name for f in fields(Job)
-                                      if f.name not in _WAITING_MOVES))
+_UNMOVED_WHILE_WAITING = operator.attrgetter(*(f.name for f in fields(Job)
+                                               if f.name not in _WAITING_MOVES))
 
 
 def job_in_partitions(job: Job, partitions: tuple[str, ...] | None) -> bool:
@@ -307,16 +307,16 @@ def _build_state(
                     jtypes_or = job_types[job.partition] = _types_for(job.partition, types,
                                                                       part_types)
                 jtypes = jtypes_or
-            same = (reuse and entry is not None and entry[2] is jtypes
-                    and job.submit_time is not None)
-            if same and entry is not None and entry[4] is not job:
-                if _BUT_PRIORITY(entry[4]) == _BUT_PRIORITY(job):
-                    # a new Job (squeue parses new ones every cycle) equal to the last one but
-                    # for what moves while it waits: the same record and estimate
+            if (reuse and entry is not None and entry[2] is jtypes and job.submit_time is not None
+                    and (entry[4] is job
+                         or _UNMOVED_WHILE_WAITING(entry[4]) == _UNMOVED_WHILE_WAITING(job))):
+                # the very same Job as last cycle, or a new one (squeue parses new ones every
+                # cycle) equal to it but for what moves while it waits; the same types (its
+                # partitions') and an estimator that would answer the same: the entry stands
+                if entry[4] is not job:
                     entry = entries[job_id] = (*entry[:4], job, entry[5])
-                else:
-                    same = False
-            if not same:
+                by_type[entry[5]] = by_type.get(entry[5], 0) + 1
+            else:
                 tkey, entry = builder.pending(job, jtypes)
                 if tkey is None:
                     entries.pop(job_id, None)
@@ -326,19 +326,15 @@ def _build_state(
                     entries.pop(job_id, None)
                     continue  # held, no estimate or no usable type
                 entries[job_id] = entry
-            else:
-                # the same Job as last cycle (but maybe its priority), the same types (its
-                # partitions') and an estimator that would answer the same: the entry stands
-                assert entry is not None
-                by_type[entry[5]] = by_type.get(entry[5], 0) + 1
             pending.append(entry[3])
         elif state is running_state and job.alloc_gpus:
             entry_r = builder.running(job)
             running.append(entry_r[4])
             new_r[job.job_id] = entry_r
     if cache is not None:
-        # Entries of jobs gone since are harmless (one is reused only for the very Job object it
-        # was built from, or for an equal key and estimate): they are dropped in bulk, rarely.
+        # Entries of jobs gone since are harmless (one is reused only for the Job it was built
+        # from, one equal to it but for what moves while it waits, or an equal key and
+        # estimate): they are dropped in bulk, rarely.
         if stale_entries_due(len(entries), len(pending)):
             for gone in entries.keys() - pending_jobs.keys():
                 del entries[gone]
