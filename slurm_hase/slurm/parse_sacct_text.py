@@ -2,13 +2,14 @@
 
 With the default ``|`` delimiter a Constraints value such as ``a100|v100`` adds fields; surplus
 fields are joined back into Constraints (or the last column if Constraints is not shown). Use
-commands.SACCT_DELIMITER to avoid the ambiguity altogether.
+commands.SACCT_DELIMITER to avoid the ambiguity altogether. A last line without its newline was
+cut mid-record and raises SlurmParseError (its field count alone cannot tell).
 """
 
 from __future__ import annotations
 
 from slurm_hase.errors import SlurmParseError
-from slurm_hase.slurm.parse_text import parse_local_time
+from slurm_hase.slurm.parse_text import complete_lines, parse_local_time
 from slurm_hase.slurm.tres import gpus_from_tres, parse_tres_list
 from slurm_hase.slurm.types import AccountingRecord, JobState
 
@@ -61,7 +62,7 @@ def _record(row: dict[str, str]) -> AccountingRecord:
 
 def parse_sacct_parsable(raw: str, delimiter: str = "|") -> list[AccountingRecord]:
     """``sacct -P`` output whose first line is the header -> records."""
-    lines = [ln for ln in raw.splitlines() if ln.strip()]
+    lines = [ln for ln in complete_lines(raw, WHAT) if ln.strip()]
     if not lines:
         return []
     header = lines[0].split(delimiter)

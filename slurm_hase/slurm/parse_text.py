@@ -2,6 +2,8 @@
 ``sacctmgr ... -P -n`` and shared helpers (hostlists, local timestamps, durations).
 
 ``sacct -P`` lives in parse_sacct_text.py. Text timestamps are in the local time zone.
+Slurm ends every record with a newline, so a last line without one was cut mid-record (a killed
+or truncated read): it raises SlurmParseError rather than yield a half-parsed record.
 Limitation: ``scontrol -o`` does not quote values, so a Comment containing `` Key=`` (a space,
 then a capitalised word and ``=``) is cut there.
 """
@@ -103,9 +105,17 @@ def parse_kv_line(line: str) -> dict[str, str]:
     return out
 
 
+def complete_lines(raw: str, what: str) -> list[str]:
+    """The lines of `raw`; SlurmParseError if the last one lacks its newline (cut mid-record)."""
+    tail = raw[raw.rfind("\n") + 1:]
+    if tail.strip():
+        raise SlurmParseError(what, f"output ends mid-record, without a newline: {tail[-60:]!r}")
+    return raw.splitlines()
+
+
 def _records(raw: str, first_key: str, what: str) -> list[dict[str, str]]:
     recs: list[dict[str, str]] = []
-    for line in raw.splitlines():
+    for line in complete_lines(raw, what):
         if not line.strip() or line.startswith("No jobs in the system"):
             continue
         rec = parse_kv_line(line)
@@ -228,7 +238,7 @@ def parse_sacctmgr_shares(raw: str) -> dict[str, float]:
     (``parent``) are left out.
     """
     shares: dict[str, float] = {}
-    for line in raw.splitlines():
+    for line in complete_lines(raw, "sacctmgr shares"):
         if not line.strip():
             continue
         fields = line.split("|")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
@@ -51,6 +52,12 @@ def live(backend: CommandBackend, job_id: str) -> Job | None:
 
 
 def test_version_nodes_partitions_shares(slurm_backend: CommandBackend) -> None:
+    # what the cluster itself reports, e.g. "slurm-wlm 22.05.8"
+    reported = slurm_backend.runner.run(["sinfo", "--version"]).check().stdout
+    m = re.search(r"^slurm(?:-wlm)? (\d+)\.(\d+)\.(\d+)$", reported, re.MULTILINE)
+    assert m is not None, reported
+    assert slurm_backend.version_tuple() == (int(m[1]), int(m[2]))
+    assert slurm_backend.version() == f"{m[1]}.{m[2]}.{m[3]}"
     assert slurm_backend.version_tuple() >= (22, 5)
     nodes = {n.name: n for n in slurm_backend.nodes()}
     assert set(nodes) == {"a100-1", "a100-2", "v100-1", "v100-2", "t4-1", "t4-2"}
@@ -61,7 +68,9 @@ def test_version_nodes_partitions_shares(slurm_backend: CommandBackend) -> None:
     parts = {p.name: p for p in slurm_backend.partitions()}
     assert parts["gpu"].default and not parts["debug"].default
     assert set(parts["gpu"].nodes) == set(nodes)
-    assert set(slurm_backend.account_shares()) >= {"teama", "teamb"}
+    # default_cluster.toml: teama shares = 60, teamb shares = 40
+    shares = slurm_backend.account_shares()
+    assert {a: shares.get(a) for a in ("teama", "teamb")} == {"teama": 60.0, "teamb": 40.0}
 
 
 def test_held_job_is_pending_with_typed_request(slurm_backend: CommandBackend,

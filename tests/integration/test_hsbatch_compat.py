@@ -151,10 +151,6 @@ def _help_tail() -> str:
     return HELP
 
 
-def test_enough_shapes() -> None:
-    assert len(SHAPES) >= 30
-
-
 def _show(runner: SubprocessRunner, job_id: str) -> str:
     return runner.run(["scontrol", "show", "job", "-o", job_id]).stdout
 

@@ -182,9 +182,10 @@ def test_cycle_never_routes_a_debug_job_to_a_type_debug_lacks(policy: str) -> No
         res = run_cycle(fb, make_policy(policy), TableEstimator(), Clock(1000.0 + cycle),
                         UsageLedger(3600.0), {"a": 1.0, "b": 1.0}, CycleConfig(dry_run=True))
         assert not [n for _, n in res.skipped if "no usable node satisfies" in n]
-        for jid, upd in res.planned:
-            if upd.features and int(jid) % 2:
-                assert set(upd.features.split("|")) <= {"t4"}, (jid, upd)
+        routed = [(jid, upd) for jid, upd in res.planned if upd.features and int(jid) % 2]
+        assert routed, res.planned  # every policy routes some debug job
+        for jid, upd in routed:
+            assert set(upd.features.split("|")) <= {"t4"}, (jid, upd)
         assert set(cache.pending["1"][3].runtime_s) == {"t4"}
         assert set(cache.pending["2"][3].runtime_s) == ALL
     # job 1 moved to gpu: now a job like the gpu ones

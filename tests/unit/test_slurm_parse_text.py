@@ -103,6 +103,8 @@ def test_partitions_from_local_cluster(fixtures_dir: Path) -> None:
 def test_sacctmgr_shares_from_local_cluster(fixtures_dir: Path) -> None:
     raw = cap(fixtures_dir, "local-22.05", "sacctmgr-shares.txt")
     assert parse_sacctmgr_shares(raw) == {"teama": 60.0, "teamb": 40.0}
+    with pytest.raises(SlurmParseError, match="mid-record"):  # cut output: never teama=6
+        parse_sacctmgr_shares(raw[: raw.index("teama||60") + len("teama||6")])
     with pytest.raises(SlurmParseError):
         parse_sacctmgr_shares("teama|60\n")
     with pytest.raises(SlurmParseError):
