@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from slurm_hase.cli.slurm_env import check_slurm_conf
-from slurm_hase.errors import ConfigError, SlurmError
+from slurm_hase.errors import SlurmError
 from slurm_hase.reports.fairness import FairnessReport, fairness_report
 from slurm_hase.reports.format import fairness_table, usage_table
 from slurm_hase.reports.queue import with_queue
@@ -25,8 +25,10 @@ from slurm_hase.reports.weights import (
     parse_pairs,
     parse_weights,
 )
-from slurm_hase.reports.window import to_epoch, window
+from slurm_hase.reports.window import FORMS, overlaps, stamp, window
 from slurm_hase.slurm.types import AccountingRecord, Job
+
+SINCE, UNTIL = "now-7days", "now"  # the default window
 
 
 @dataclass(frozen=True)
@@ -70,13 +72,9 @@ def _live(since: str, until: str) -> Inputs:
 
 
 def _from_file(path: Path) -> Inputs:
-    from slurm_hase.slurm.parse_json_sacct import parse_sacct_json
+    from slurm_hase.reports.saved import read_saved_sacct
 
-    try:
-        raw = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read --input {path}: {exc.strerror}") from None
-    return Inputs(parse_sacct_json(raw), None, {})
+    return Inputs(read_saved_sacct(path, "--input"), None, {})
 
 
 def _shares(text: str) -> dict[str, float]:
@@ -84,16 +82,34 @@ def _shares(text: str) -> dict[str, float]:
     return parse_pairs(text, what="--shares item", key="ACCOUNT", example="teama=2")
 
 
-def build_report(since: str, until: str, accounts: str, weights: str, shares: str | None,
-                 input_path: Path | None, now: float | None = None) -> FairnessReport:
-    """Fetch records, filter by account, derive weights, compute the report."""
+def _saved_window(since: str | None, until: str | None, at: float) -> tuple[int, int] | None:
+    """A saved file's window: none unless --since or --until is given; then a missing --since
+    leaves the start open, a missing --until is now."""
+    if since is None and until is None:
+        return None
+    return window(since, UNTIL if until is None else until, at)
+
+
+def build_report(since: str | None, until: str | None, accounts: str, weights: str,
+                 shares: str | None, input_path: Path | None,
+                 now: float | None = None) -> FairnessReport:
+    """Check the options, fetch records (sacct is asked for exactly the window clipped to; a
+    saved file's records are kept to it), filter by account, derive weights, compute."""
     share_map = _shares(shares) if shares else None
     weight_map = None if weights in ("none", "catalog") else parse_weights(weights)
-    inputs = _from_file(input_path) if input_path else _live(since, until)
     at = time.time() if now is None else now
-    found = inputs.records
-    if inputs.queue is not None:
-        found = with_queue(found, inputs.queue, to_epoch(until, at))
+    clip: tuple[int, int] | None
+    if input_path is None:
+        clip = live = window(SINCE if since is None else since, UNTIL if until is None else until,
+                            at)  # a bad value is refused before sacct runs
+        inputs = _live(stamp(live[0]), stamp(live[1]))
+        found = inputs.records
+        if inputs.queue is not None:
+            found = with_queue(found, inputs.queue, live[1])
+    else:
+        clip = _saved_window(since, until, at)
+        inputs = _from_file(input_path)
+        found = [r for r in inputs.records if clip is None or overlaps(r, clip)]
     wanted = {a.strip() for a in accounts.split(",") if a.strip()}
     records = [r for r in found if not wanted or r.account in wanted]
     _warn_without_jobs("--account", wanted, {r.account for r in found}, inputs.shares)
@@ -101,7 +117,6 @@ def build_report(since: str, until: str, accounts: str, weights: str, shares: st
         share_map = inputs.shares
     if share_map is not None and wanted:
         share_map = {a: v for a, v in share_map.items() if a in wanted}
-    clip = window(since, until, at) if not input_path else None
 
     def make(w: dict[str, float] | None) -> FairnessReport:
         return fairness_report(records, speed_weights=w, shares=share_map,
@@ -130,9 +145,13 @@ def _warn_without_jobs(option: str, wanted: set[str], with_jobs: set[str],
 
 def _options(func: Callable[..., None]) -> Callable[..., None]:
     opts = [
-        click.option("--since", default="now-7days", show_default=True,
-                     help="Window start (sacct -S): now-7days, 2026-11-01, 2026-11-01T08:00."),
-        click.option("--until", default="now", show_default=True, help="Window end (sacct -E)."),
+        click.option("--since", default=None,
+                     help=f"Window start (sacct -S) [default: {SINCE}; with --input: open]. "
+                          f"Forms: {FORMS}."),
+        click.option("--until", default=None,
+                     help=f"Window end (sacct -E), same forms [default: {UNTIL}]. Run time is "
+                          "clipped to the window; with --input, only when --since or --until is "
+                          "given, and jobs outside it are left out."),
         click.option("--account", "accounts", default="", help="Only these accounts (comma list)."),
         click.option("--weights", default="catalog", show_default=True,
                      help="Speed weights: catalog (FP16 peak vs fastest), none (all 1), or "
@@ -169,7 +188,7 @@ def report() -> None:
 @click.option("--user", "users", default="",
               help="Only these users' rows (comma list; 'me' = you) and their accounts' rows, "
                    "which still count every user's jobs.")
-def usage_cmd(since: str, until: str, accounts: str, weights: str, shares: str | None,
+def usage_cmd(since: str | None, until: str | None, accounts: str, weights: str, shares: str | None,
               input_path: Path | None, as_json: bool, plot_path: Path | None,
               users: str) -> None:
     """GPU-hours by GPU type per account and user; jobs, pending now, never started, mean wait.
@@ -197,7 +216,7 @@ def usage_cmd(since: str, until: str, accounts: str, weights: str, shares: str |
 
 @report.command(name="fairness")
 @_options
-def fairness_cmd(since: str, until: str, accounts: str, weights: str, shares: str | None,
+def fairness_cmd(since: str | None, until: str | None, accounts: str, weights: str, shares: str | None,
                  input_path: Path | None, as_json: bool, plot_path: Path | None) -> None:
     """Share of normalised GPU-hours vs entitlement per account, Jain's fairness index.
 

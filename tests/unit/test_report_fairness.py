@@ -107,15 +107,19 @@ def test_untyped_gpus_and_window_clipping() -> None:
     assert run_seconds(running, (120, 1000)) == 30
 
 
+@pytest.mark.usefixtures("utc")
 def test_window_parsing() -> None:
     now = 1_000_000.0
     assert to_epoch("now", now) == 1_000_000
     assert to_epoch("now-2days", now) == 1_000_000 - 2 * 86400
     assert to_epoch("now-3hours", now) == 1_000_000 - 3 * 3600
-    assert to_epoch("2026-11-29T22:41:13", now) is not None
+    assert to_epoch("2026-11-29T22:41:13", now) == 1795992073  # local time, here UTC
     assert to_epoch("yesterday-ish", now) is None
     assert window("now-1day", "now", now) == (1_000_000 - 86400, 1_000_000)
-    assert window("teatime", "now", now) is None
+    with pytest.raises(ConfigError, match="^empty window: --since 'teatime'"):
+        window("teatime", "now", now)  # 16:00 today, after now (13:46): refused, not unclipped
+    with pytest.raises(ConfigError, match="^bad --until 'yesterday-ish': unknown time form"):
+        window("now-1day", "yesterday-ish", now)
 
 
 def test_weights_parsing_and_catalog() -> None:
