@@ -61,6 +61,14 @@ class FakeBackend:
         self._check("squeue")
         return list(self.job_list)
 
+    def job(self, job_id: str) -> Job:
+        self._check("scontrol")
+        with self._lock:
+            for job in self.job_list:
+                if job.job_id == job_id:
+                    return job
+        raise JobNotFoundError(job_id)
+
     def nodes(self) -> list[Node]:
         self._check("sinfo")
         return list(self.node_list)
@@ -128,14 +136,16 @@ class FakeBackend:
         self._check("scontrol")
 
     def requeue(self, job_id: str) -> None:
-        """Like scontrol requeue: a running job goes back to PENDING (Restarts + 1)."""
+        """Like scontrol requeue on 22.05 and 24.11: a running job, and also one that has
+        finished or was cancelled (still known), goes back to PENDING (Restarts + 1); a pending
+        one is refused with Slurm's message."""
         with self._lock:
             self._check("scontrol")
             for i, job in enumerate(self.job_list):
                 if job.job_id == job_id:
-                    if job.state is not JobState.RUNNING:
+                    if job.state is JobState.PENDING:
                         raise SlurmCommandError(["scontrol", "requeue", job_id], 1,
-                                                "Job is pending execution")
+                                                f"Job is pending execution for job {job_id}")
                     self.requeued.append(job_id)
                     self.job_list[i] = replace(job, state=JobState.PENDING, alloc_gpus={},
                                                start_time=None, restarts=job.restarts + 1)

@@ -85,7 +85,19 @@ def plan_requeues(decisions: Sequence[Decision], jobs: Sequence[Job], now: float
 
 
 def requeue_one(backend: SlurmBackend, job_id: str) -> tuple[str, str]:
-    """("applied"|"skipped"|"error"|"unavailable", message); never raises for Slurm errors."""
+    """("applied"|"skipped"|"error"|"unavailable", message); never raises for Slurm errors.
+
+    `scontrol requeue` also puts a job that has finished or was cancelled back in the queue
+    (22.05 and 24.11 alike), so a job that ended since it was observed would run again: the
+    job is read again first and requeued only if it is still running. What is left is the
+    moment between that read and the requeue."""
+    now: list[Job] = []
+    outcome, msg = attempt(job_id, "requeue", lambda: now.append(backend.job(job_id)))
+    if outcome != "applied":
+        return outcome, msg
+    if now[0].state is not JobState.RUNNING:
+        log.info("job %s: %s since observed, not requeued", job_id, now[0].state.value)
+        return "skipped", f"requeue refused: {now[0].state.value.lower()} since observed"
     return attempt(job_id, "requeue", lambda: backend.requeue(job_id))
 
 

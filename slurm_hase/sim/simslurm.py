@@ -41,6 +41,13 @@ class SimSlurm(SimCluster):
         return ([v if (v := j.view) is not None else fresh(j) for j in self.pending.values()]
                 + [v if (v := j.view) is not None else fresh(j) for j in self.running.values()])
 
+    def job(self, job_id: str) -> Job:
+        """A pending or running job's view; JobNotFoundError for any other id."""
+        job = self.pending.get(job_id) or self.running.get(job_id)
+        if job is None:
+            raise JobNotFoundError(job_id)
+        return job.view if job.view is not None else self._fresh_view(job)
+
     def _fresh_view(self, job: SimJob) -> Job:
         prev = job.last_view
         if (prev is not None and job.state is JobState.PENDING and prev.state is job.state

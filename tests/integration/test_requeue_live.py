@@ -115,3 +115,33 @@ def test_requeue_refused_without_opt_in_on_the_real_cluster(
     assert not opted_in(job) and res.requeued == []
     assert "not opted in" in dict(res.skipped)[plain]
     assert by_id(slurm_backend, [plain])[plain].state is JobState.RUNNING
+
+
+def test_a_job_cancelled_after_the_cycle_saw_it_is_not_revived(
+        slurm_backend: CommandBackend, submitted: list[str]) -> None:
+    from slurm_hase.daemon.cycle import CycleResult
+    from slurm_hase.daemon.requeue import apply_requeues
+
+    def opted(name: str) -> str:
+        jid = slurm_backend.submit(["--parsable", "-J", name, "-A", "teama", "-p", "gpu",
+                                    "--gpus=1", "-t", "30", "--requeue", f"--comment={CKPT}",
+                                    "--wrap", "sleep 600"])
+        submitted.append(jid)
+        return jid
+
+    raw, ours = opted("rot-raw"), opted("rot-ours")
+    wait_for(slurm_backend, [raw, ours],
+             lambda js: all(j.state is JobState.RUNNING for j in js.values()), "jobs did not start")
+    # the cycle observed both running; then their users cancelled them
+    slurm_backend.cancel(raw)
+    slurm_backend.cancel(ours)
+    wait_for(slurm_backend, [raw, ours], lambda js: not js, "cancelled jobs still listed by squeue")
+    # why the daemon reads the job again: Slurm itself revives a cancelled job on requeue
+    slurm_backend.requeue(raw)
+    assert slurm_backend.job(raw).state is JobState.PENDING
+    res = CycleResult(decisions=[], applied=[], skipped=[], errors=[], started=time.time(),
+                      duration_s=0.0)
+    apply_requeues(slurm_backend, [(ours, None)], res, owned=None)
+    assert res.requeued == [] and not res.errors
+    assert dict(res.skipped)[ours] == "requeue refused: cancelled since observed"
+    assert slurm_backend.job(ours).state is JobState.CANCELLED

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+
+import pytest
 
 from slurm_hase.daemon.cycle import CycleConfig, CycleResult, JobEstimate, OwnedAttrs, run_cycle
 from slurm_hase.daemon.fake import FakeBackend, gpu_node
 from slurm_hase.daemon.requeue import opted_in
-from slurm_hase.errors import SlurmUnavailableError
+from slurm_hase.errors import JobNotFoundError, SlurmCommandError, SlurmUnavailableError
 from slurm_hase.policy.types import ClusterState, Decision
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.types import GpuRequest, Job, JobState, JobUpdate
@@ -145,3 +148,38 @@ def test_job_gone_or_controller_down_mid_requeue() -> None:
     fb2.requeue = down  # type: ignore[method-assign]
     res2 = cycle(fb2, [Decision("1", requeue=True), Decision("2", requeue=True)])
     assert res2.unavailable and res2.requeued == [] and len(res2.errors) == 1
+
+
+def test_job_that_ended_since_observed_is_not_requeued() -> None:
+    # scontrol requeue brings a job that finished or was cancelled back to PENDING (seen on
+    # 22.05 and 24.11; the fake does the same): one that ends while the cycle decides stays ended
+    class EndsWhileDeciding(Scripted):
+        def __init__(self, fb: FakeBackend, ended: JobState) -> None:
+            super().__init__([Decision("1", requeue=True), Decision("2", requeue=True)])
+            self.fb, self.ended = fb, ended
+
+        def decide(self, state: ClusterState) -> list[Decision]:
+            self.fb.job_list = [replace(j, state=self.ended) if j.job_id == "1" else j
+                                for j in self.fb.job_list]
+            return super().decide(state)
+
+    for ended in (JobState.COMPLETED, JobState.CANCELLED):
+        fb = FakeBackend([running("1"), running("2")], nodes())
+        policy = EndsWhileDeciding(fb, ended)
+        res = run_cycle(fb, policy, Est(), Clock(), UsageLedger(3600.0), {},
+                        CycleConfig(requeue=True, nice_scale=3))
+        assert res.requeued == ["2"] and fb.requeued == ["2"]
+        assert dict(res.skipped)["1"] == f"requeue refused: {ended.value.lower()} since observed"
+        assert next(j for j in fb.job_list if j.job_id == "1").state is ended
+
+
+def test_fake_requeue_is_slurms() -> None:
+    fb = FakeBackend([running("1"), replace(running("2"), state=JobState.CANCELLED),
+                      replace(running("3"), state=JobState.PENDING)], nodes())
+    fb.requeue("1")
+    fb.requeue("2")  # as Slurm does: a cancelled job still known is revived
+    assert [j.state for j in fb.job_list[:2]] == [JobState.PENDING, JobState.PENDING]
+    with pytest.raises(SlurmCommandError, match="Job is pending execution for job 3"):
+        fb.requeue("3")
+    with pytest.raises(JobNotFoundError):
+        fb.requeue("9")
