@@ -3,10 +3,12 @@
 #   ./run.sh demo   install everything, start the local Slurm cluster, run the demo
 #   ./run.sh test   install everything, start the local Slurm cluster, run lint + all tests
 #   ./run.sh setup  install only;  ./run.sh down  stop the local cluster
+#   ./run.sh test-in trixie|bookworm   the same tests in a Debian 13 (Slurm 24.11) or 12 (22.05)
+#                   root made with debootstrap (CI runs the other release than the host's)
 set -euo pipefail
 cd "$(dirname "$0")"
 VENV=${HASE_VENV:-.venv}
-APT_PACKAGES="slurm-wlm slurmdbd munge mariadb-server mariadb-client libslurm-dev gcc make python3-venv"
+APT_PACKAGES="slurm-wlm slurmdbd munge mariadb-server mariadb-client libslurm-dev gcc libc6-dev make python3-venv"
 
 log() { printf '\n==> %s\n' "$*" >&2; }
 
@@ -57,6 +59,56 @@ cluster_up() {
   "$VENV/bin/hase" cluster up
 }
 
+# The same `test` inside a root of another Debian release, so the live tests also run against the
+# other Slurm (bookworm: 22.05, trixie: 24.11). The root is made once with debootstrap under
+# $HASE_ROOTS_DIR; the checkout (tracked and untracked, not ignored, files) is copied in afresh
+# and ../shared is mounted read-only beside it. The host's cluster is stopped first (same ports).
+test_in() (
+  local suite=${1:-} root mirror=${HASE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+  case "$suite" in bookworm|trixie) ;; *) echo "usage: $0 test-in bookworm|trixie" >&2; exit 2 ;; esac
+  root=${HASE_ROOTS_DIR:-/var/lib/slurm-hase/roots}/$suite
+  if [ -x "$VENV/bin/hase" ]; then "$VENV/bin/hase" cluster down >/dev/null 2>&1 || true; fi
+  if [ ! -x "$root/usr/sbin/slurmctld" ]; then
+    if ! command -v debootstrap >/dev/null; then
+      log "apt-get install debootstrap"
+      DEBIAN_FRONTEND=noninteractive apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+    fi
+    log "debootstrap $suite into $root (once; a few minutes)"
+    mkdir -p "$root"
+    debootstrap --variant=minbase --include="$(echo "$APT_PACKAGES" git ca-certificates procps | tr ' ' ,)" \
+      "$suite" "$root" "$mirror" >/dev/null
+  fi
+  # what apt and pip need on this network (a proxy's CA, a package mirror) carries over
+  cp /etc/resolv.conf "$root/etc/resolv.conf"
+  if [ -f /etc/ssl/certs/ca-certificates.crt ]; then cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/"; fi
+  if [ -f /etc/pip.conf ]; then cp /etc/pip.conf "$root/etc/pip.conf"; fi
+  local src="$root/src/slurm-hase"
+  rm -rf "$src" && mkdir -p "$src" "$root/src/shared"
+  if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$src"
+  else
+    tar --exclude=./.venv --exclude=./.git -cf - . | tar -xf - -C "$src"
+  fi
+  local mounted=()
+  cleanup() {
+    chroot "$root" /opt/hase-venv/bin/hase cluster down >/dev/null 2>&1 || true
+    for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount "${mounted[i]}" || umount -l "${mounted[i]}"; done
+  }
+  trap cleanup EXIT
+  for d in proc sys dev dev/pts; do
+    if ! mountpoint -q "$root/$d"; then mount --bind "/$d" "$root/$d"; mounted+=("$root/$d"); fi
+  done
+  if [ -d ../shared ] && ! mountpoint -q "$root/src/shared"; then
+    mount --bind ../shared "$root/src/shared" && mount -o remount,bind,ro "$root/src/shared"
+    mounted+=("$root/src/shared")
+  fi
+  log "tests in Debian $suite ($(chroot "$root" slurmctld -V))"
+  chroot "$root" /usr/bin/env HASE_VENV=/opt/hase-venv HOME=/root \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    /bin/bash -c 'cd /src/slurm-hase && ./run.sh test "$@"' test-in "${@:2}"
+)
+
 case "${1:-}" in
   setup) setup ;;
   demo)
@@ -69,6 +121,7 @@ case "${1:-}" in
     log "pytest (unit + real-cluster integration tests)"
     HASE_REQUIRE_CLUSTER=1 "$VENV/bin/pytest" -q -p no:cacheprovider tests "${@:2}"
     ;;
+  test-in) test_in "${@:2}" ;;
   down) "$VENV/bin/hase" cluster down ;;
-  *) echo "usage: $0 demo|test|setup|down" >&2; exit 2 ;;
+  *) echo "usage: $0 demo|test|test-in|setup|down" >&2; exit 2 ;;
 esac

@@ -184,11 +184,11 @@ def calibrate(
             te = np.asarray(test, dtype=np.int64)
             if len(tr) < 10:
                 continue
-            tr_rows = [rows[i] for i in tr]
+            tr_rows = [rows[i] for i in tr.tolist()]
             extra = UNSEEN_PARAMS if split == "model" else None
             booster = lgb.Booster(model_str=_fit(x[tr], y[tr], weights(tr_rows), "regression", rounds, extra=extra))
             p = booster.predict(x[te], num_threads=1)
-            te_rows = [rows[i] for i in te]
+            te_rows = [rows[i] for i in te.tolist()]
             size = Counter(gkey(m) for m in te_rows)
             for m, lv, pi, yi in zip(te_rows, levels(tr_rows, te_rows), p, y[te], strict=True):
                 if lv not in wanted[split] or lv not in fitted:
@@ -248,7 +248,7 @@ def complete(
             booster = lgb.Booster(model_str=_fit(x[tri], y[tri], weights(tr_rows), "regression", rounds))
             s = booster.predict(x[tei], num_threads=1)
             for pooled, (wk, ck) in keys.items():
-                mine = [(i, si) for i, si in zip(tei, s, strict=True) if (rows[i].desc.num_gpus > 1) == pooled]
+                mine = [(i, si) for i, si in zip(tei.tolist(), s, strict=True) if (rows[i].desc.num_gpus > 1) == pooled]
                 for rank in CF_RANKS if mine else ():
                     comp = CF.fit([wk[i] for i in tr], [ck[i] for i in tr], y[tri], rank=rank, ridge=CF_RIDGE)
                     for i, si in mine:

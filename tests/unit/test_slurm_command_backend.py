@@ -56,9 +56,9 @@ def replay(fixtures_dir: Path, v: str) -> FakeRunner:
         tuple(commands.squeue_json()): ok(cap(fixtures_dir, v, "squeue.json")),
         tuple(commands.show_nodes()): ok(cap(fixtures_dir, v, "scontrol-show-node.txt")),
         tuple(commands.show_partitions()): ok(
-            cap(fixtures_dir, "local-22.05", "scontrol-show-partition.txt")),
+            cap(fixtures_dir, f"local-{v}", "scontrol-show-partition.txt")),
         tuple(commands.sacctmgr_shares()): ok(
-            cap(fixtures_dir, "local-22.05", "sacctmgr-shares.txt")),
+            cap(fixtures_dir, f"local-{v}", "sacctmgr-shares.txt")),
     })
 
 
@@ -112,6 +112,10 @@ def test_update_job_skips_empty_and_runs_set_fields() -> None:
     assert len(runner.calls) == 1
 
 
+LOCAL = ["local-22.05", "local-24.11"]  # captured from this project's local cluster
+
+
+@pytest.mark.parametrize("local", LOCAL)
 @pytest.mark.parametrize(
     ("argv", "stderr_file", "method"),
     [
@@ -119,13 +123,15 @@ def test_update_job_skips_empty_and_runs_set_fields() -> None:
          lambda b: b.update_job("999999", JobUpdate(nice=5))),
         (("scontrol", "hold", "999999"), "scontrol-hold-invalid-job.stderr",
          lambda b: b.hold("999999")),
+        (("scontrol", "requeue", "999999"), "scontrol-requeue-invalid-job.stderr",
+         lambda b: b.requeue("999999")),
         (("scontrol", "update", "jobid=999999", "Nice=5"), "scontrol-update-finished-job.stderr",
          lambda b: b.update_job("999999", JobUpdate(nice=5))),
     ],
 )
-def test_vanished_job_raises_job_not_found(fixtures_dir: Path, argv: tuple[str, ...],
+def test_vanished_job_raises_job_not_found(fixtures_dir: Path, local: str, argv: tuple[str, ...],
                                            stderr_file: str, method: object) -> None:
-    err = cap(fixtures_dir, "local-22.05", stderr_file)
+    err = cap(fixtures_dir, local, stderr_file)
     backend = CommandBackend(FakeRunner({argv: (1, "", err)}))
     with pytest.raises(JobNotFoundError) as info:
         method(backend)  # type: ignore[operator]
@@ -144,13 +150,21 @@ def test_vanished_job_raises_job_not_found(fixtures_dir: Path, argv: tuple[str, 
         (tuple(commands.version()), "sinfo-version-no-config.stderr", lambda b: b.version()),
     ],
 )
-def test_controller_down_raises_unavailable(fixtures_dir: Path, argv: tuple[str, ...],
+@pytest.mark.parametrize("local", LOCAL)
+def test_controller_down_raises_unavailable(fixtures_dir: Path, local: str, argv: tuple[str, ...],
                                             stderr_file: str, call: object) -> None:
-    err = cap(fixtures_dir, "local-22.05", stderr_file)
+    err = cap(fixtures_dir, local, stderr_file)
     backend = CommandBackend(FakeRunner({argv: (1, "", err)}))
     with pytest.raises(SlurmUnavailableError) as info:
         call(backend)  # type: ignore[operator]
     assert info.value.argv == list(argv) and info.value.stderr
+
+
+def test_squeue_json_controller_down_on_24_11_is_unavailable(fixtures_dir: Path) -> None:
+    err = cap(fixtures_dir, "local-24.11", "squeue-controller-down.stderr")  # exit 1, no JSON
+    backend = CommandBackend(FakeRunner({("squeue", "--json"): (1, "", err)}))
+    with pytest.raises(SlurmUnavailableError, match="Unable to contact slurm controller"):
+        backend.jobs()
 
 
 def test_squeue_json_exit_0_with_errors_inside_is_unavailable(fixtures_dir: Path) -> None:

@@ -91,17 +91,18 @@ def test_hostlist() -> None:
         expand_hostlist("n[a-b]")
 
 
-def test_partitions_from_local_cluster(fixtures_dir: Path) -> None:
-    parts = parse_scontrol_partitions(cap(fixtures_dir, "local-22.05",
-                                          "scontrol-show-partition.txt"))
+@pytest.mark.parametrize("local", ["local-22.05", "local-24.11"])
+def test_partitions_from_local_cluster(fixtures_dir: Path, local: str) -> None:
+    parts = parse_scontrol_partitions(cap(fixtures_dir, local, "scontrol-show-partition.txt"))
     assert [(p.name, p.default, p.state) for p in parts] == [
         ("gpu", True, "UP"), ("debug", False, "UP")]
     assert parts[0].nodes == ("a100-1", "a100-2", "t4-1", "t4-2", "v100-1", "v100-2")
     assert parts[1].nodes == ("t4-1", "t4-2")
 
 
-def test_sacctmgr_shares_from_local_cluster(fixtures_dir: Path) -> None:
-    raw = cap(fixtures_dir, "local-22.05", "sacctmgr-shares.txt")
+@pytest.mark.parametrize("local", ["local-22.05", "local-24.11"])
+def test_sacctmgr_shares_from_local_cluster(fixtures_dir: Path, local: str) -> None:
+    raw = cap(fixtures_dir, local, "sacctmgr-shares.txt")
     assert parse_sacctmgr_shares(raw) == {"teama": 60.0, "teamb": 40.0}
     with pytest.raises(SlurmParseError, match="mid-record"):  # cut output: never teama=6
         parse_sacctmgr_shares(raw[: raw.index("teama||60") + len("teama||6")])
