@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -13,8 +14,9 @@ import click
 from click.core import ParameterSource
 
 if TYPE_CHECKING:
-    from slurm_hase.predict.api import Predictor
+    from slurm_hase.predict.api import Prediction, Predictor
     from slurm_hase.predict.dataset import Measurement
+    from slurm_hase.predict.descriptor import WorkloadDescriptor
 
 
 class OutputFile(click.Path):
@@ -34,7 +36,25 @@ class OutputFile(click.Path):
         return path
 
 
-@click.group(name="model")
+def _reader_gone() -> None:
+    """stdout's reader has gone (`hase model gpus | head -1`): what is still buffered goes to
+    /dev/null, so the interpreter's last flush cannot fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+class ModelGroup(click.Group):
+    """`hase model`: a closed output pipe ends a command quietly with exit 0, as Unix tools do."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _reader_gone()
+            raise click.exceptions.Exit(0) from None
+
+
+@click.group(name="model", cls=ModelGroup)
 def model() -> None:
     """Train, evaluate and query the performance predictor."""
 
@@ -105,7 +125,7 @@ def evaluate_cmd(data: tuple[str, ...], split: str | None, model_path: str | Non
                                "while --model scores a finished model as it is")
     rows = read_many(data)
     if model_path is not None:
-        pred = load_predictor(None if model_path == "shipped" else model_path)
+        pred = load_predictor(model_path)  # "shipped": the packaged model
         scores = {"model": score(rows, predict_rows(pred, rows))}
     else:
         assert split is not None
@@ -133,7 +153,8 @@ _WORKLOAD_OPTIONS = {"model_name": "--model", "gflops": "--gflops", "params": "-
 
 
 @model.command("predict")
-@click.option("--model-file", default=None, help="Model file (default: the shipped model).")
+@click.option("--model-file", default=None,
+              help="Model file ('shipped' or unset: the packaged default).")
 @click.option("--model", "model_name", default=None, help="Workload model name, e.g. resnet50.")
 @click.option("--gflops", type=float, default=None, help="GFLOPs per iteration (per GPU).")
 @click.option("--params", type=float, default=None, help="Parameters in millions.")
@@ -161,7 +182,7 @@ def predict_cmd(model_file: str | None, model_name: str | None, gflops: float | 
       hase model predict --gflops 390 --params 25 --batch-size 32 --corunner 120   # MPS-shared
       hase model predict --spec 'model=resnet50 bs=64 iters=1000' --json
     """
-    from slurm_hase.predict.catalog import gpu_keys
+    from slurm_hase.predict.catalog import gpu_keys, resolve_gpu
     from slurm_hase.predict.descriptor import WorkloadDescriptor
     from slurm_hase.predict.modelfile import load_predictor
 
@@ -186,17 +207,41 @@ def predict_cmd(model_file: str | None, model_name: str | None, gflops: float | 
                                   "gpus": gpus, "iterations": iterations, "corunners": list(corunners)}
         desc = WorkloadDescriptor.from_mapping({k: v for k, v in raw.items() if v not in (None, [])})
     predictor = load_predictor(model_file)
-    preds = predictor.predict(desc, list(gpu_types) or gpu_keys())
+    # each type once, however it was spelled (k80, K80, "Tesla K80")
+    keys = list(dict.fromkeys(resolve_gpu(g).key for g in gpu_types)) if gpu_types else gpu_keys()
+    preds = predictor.predict(desc, keys)
     if (why := predictor.extrapolation(desc)) is not None:
         click.echo(f"hase: note: {why}", err=True)
+    fits, need_gb = _memory_fit(desc, preds)
+    if need_gb is not None and not all(fits.values()):
+        click.echo(f"hase: note: the weights need at least {need_gb:.1f} GB per GPU: the types "
+                   "marked 'fits no' cannot hold them", err=True)
     ordered = sorted(preds.values(), key=lambda p: p.iter_time_p50)
     if as_json:
-        click.echo(json.dumps([p.__dict__ for p in ordered], indent=1))
+        click.echo(json.dumps([{**p.__dict__, "fits_memory": fits[p.gpu_type]} for p in ordered],
+                              indent=1))
         return
-    click.echo(f"{'gpu':<12}{'iter p50 s':>12}{'iter p90 s':>12}{'run p50':>12}{'run p90':>12}")
+    click.echo(f"{'gpu':<12}{'iter p50 s':>12}{'iter p90 s':>12}{'run p50':>12}{'run p90':>12}"
+               f"{'fits':>6}")
     for p in ordered:
+        fit = fits[p.gpu_type]
         click.echo(f"{p.gpu_type:<12}{p.iter_time_p50:>12.4g}{p.iter_time_p90:>12.4g}"
-                   f"{_dur(p.runtime_p50_s):>12}{_dur(p.runtime_p90_s):>12}")
+                   f"{_dur(p.runtime_p50_s):>12}{_dur(p.runtime_p90_s):>12}"
+                   f"{'?' if fit is None else 'yes' if fit else 'no':>6}")
+
+
+def _memory_fit(desc: WorkloadDescriptor, preds: dict[str, Prediction]
+                ) -> tuple[dict[str, bool | None], float | None]:
+    """Per GPU type whether the weights fit its memory (None: parameter count unknown), and the
+    memory they need per GPU: hsbatch's own judgement (plan.judge_types, its `fits` column)."""
+    from slurm_hase.hsbatch import plan
+    from slurm_hase.predict.catalog import resolve_gpu
+
+    params = plan.params_m(desc)
+    rows = plan.judge_types({k: (desc.num_gpus, False) for k in preds}, desc,
+                            memory_of=lambda k: resolve_gpu(k).memory_gb, params_m=params,
+                            time_limit_s=None, predictions=preds)
+    return {r.gpu_type: r.fits_memory for r in rows}, plan.min_memory_gb(desc, params)
 
 
 def _dur(s: float | None) -> str:
@@ -219,7 +264,8 @@ def _dur(s: float | None) -> str:
 @click.option("--save-rows", type=OutputFile(), default=None,
               help="Also write the harvested site rows that were kept as canonical CSV.")
 @click.option("--model-file", default=None,
-              help="The model in use now, for the plausibility check (default: the shipped model).")
+              help="The model in use now, for the plausibility check ('shipped' or unset: the "
+                   "packaged default).")
 @click.option("--max-ratio", type=click.FloatRange(min=1, min_open=True), default=10.0,  # refit.MAX_RATIO
               show_default=True,
               help="Skip a job whose measured iteration time is more than this many times off "
@@ -248,7 +294,7 @@ def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
     if sacct_json:
         from slurm_hase.slurm.parse_json_sacct import parse_sacct_json
 
-        records = parse_sacct_json(Path(sacct_json).read_text())
+        records = parse_sacct_json(_utf8_text(sacct_json, "--sacct-json"))
     else:
         from slurm_hase.cli.slurm_env import check_slurm_conf
         from slurm_hase.slurm.command_backend import CommandBackend
@@ -257,7 +303,8 @@ def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
         check_slurm_conf(os.environ)
         records = CommandBackend(SubprocessRunner()).accounting(since=since)
     got = harvest(records, reference, max_ratio)
-    click.echo(f"harvested {len(got.rows)} jobs from sacct (skipped {got.skipped_text()})")
+    click.echo(f"harvested {len(got.rows)} jobs from {sacct_json or 'sacct'} "
+               f"(skipped {got.skipped_text()})")
     if got.worst is not None:
         click.echo(f"hase: note: dropped {got.implausible} implausible row(s), more than {max_ratio:g}x "
                    f"off the model in use; worst: {got.worst.describe()}", err=True)
@@ -265,6 +312,22 @@ def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
     pred = refit(base, got.rows)
     _store(pred, out, registry, "refit", f"refit model -> {out}",
            rows=(got.rows, save_rows) if save_rows else None)
+
+
+def _utf8_text(path: str, option: str) -> str:
+    """A text input file's contents; DataError (exit 2) naming the option when it cannot be
+    read or is not UTF-8."""
+    from slurm_hase.errors import DataError
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise DataError(f"{option} {path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{option} {path}: not UTF-8 text (byte {data[exc.start]:#04x} at "
+                        f"offset {exc.start})") from None
 
 
 def _check_registry(registry: str | None) -> None:
@@ -317,10 +380,12 @@ def versions_cmd(registry: str, as_json: bool) -> None:
     """
     from slurm_hase.predict.registry import ModelRegistry
 
-    versions = ModelRegistry(registry).versions()
+    versions = ModelRegistry.read_versions(registry)  # read-only: listing never writes
     if as_json:
         click.echo(json.dumps([dataclasses.asdict(v) for v in versions], indent=2))
         return
+    if not versions:
+        click.echo(f"no model versions in {registry}")
     for v in versions:
         click.echo(f"v{v.version}  {v.created_at}  rows={v.rows}  data={v.data_sha256}  {v.note}")
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import re
 import shlex
+import shutil
 import signal
 import time
 from dataclasses import replace
@@ -15,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from slurm_hase.cli.slurm_env import check_slurm_conf
-from slurm_hase.daemon.config import DaemonConfig, load_config
+from slurm_hase.daemon.config import DEFAULT_DB, DaemonConfig, load_config
 from slurm_hase.errors import ConfigError, SlurmError, StoreError
 
 if TYPE_CHECKING:
     from slurm_hase.store.state import StateStore
 
+DEFAULT_CONFIG = "/etc/slurm-hase/schedd.toml"  # where render-unit's service looks by default
 CONFIG_OPT = click.option("--config", "config_path", type=click.Path(dir_okay=False),
                           default=None, help="TOML config (see templates/schedd.toml.example).")
 DB_OPT = click.option("--state-db", default=None, help="State store path (overrides config).")
@@ -31,13 +35,84 @@ def _config(path: str | None, state_db: str | None = None) -> DaemonConfig:
     return replace(cfg, state_db=state_db) if state_db else cfg
 
 
+def _not_a_folder(state_db: str) -> None:
+    """ConfigError when the state store path names a directory."""
+    if Path(state_db).is_dir():
+        raise ConfigError(f"state store {state_db} is a directory, not a database file "
+                          "(fix --state-db / [schedd] state_db)")
+
+
 def _existing_store(cfg: DaemonConfig) -> StateStore:
     """Open the state store; StoreError (and no file created) when there is none."""
     from slurm_hase.store.state import StateStore
 
+    _not_a_folder(cfg.state_db)
     if not Path(cfg.state_db).is_file():
         raise StoreError(f"no state store at {cfg.state_db} (has the daemon run?)")
     return StateStore(cfg.state_db)
+
+
+def _state_folder(state_db: str) -> None:
+    """The store's folder must exist: the default one (/var/lib/slurm-hase, which the unit's
+    StateDirectory= also makes) is created, any other missing one is refused, naming it."""
+    if state_db == ":memory:":
+        return
+    _not_a_folder(state_db)
+    folder = Path(state_db).parent
+    if state_db == DEFAULT_DB and not folder.exists():
+        try:
+            folder.mkdir(parents=True, mode=0o755)
+        except OSError as exc:
+            raise StoreError(f"cannot create {folder} for the state store: "
+                             f"{exc.strerror or exc}") from exc
+    if not folder.is_dir():
+        raise ConfigError(f"state store {state_db}: folder {folder} does not exist (create it "
+                          "first, or fix --state-db / [schedd] state_db)")
+
+
+def _textfile_folder(textfile: str) -> None:
+    """The metrics textfile's folder must exist and be writable (never created)."""
+    target = Path(textfile)
+    if target.is_dir():
+        raise ConfigError(f"[schedd.metrics] textfile: {textfile} is a directory")
+    if not target.parent.is_dir():
+        raise ConfigError(f"[schedd.metrics] textfile: folder {target.parent} does not exist")
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"[schedd.metrics] textfile: folder {target.parent} is not writable")
+
+
+def _job_id(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """A Slurm job id as the daemon records it: a positive number (leading zeros dropped)."""
+    if re.fullmatch(r"\d+_(\d+|\[[^\]]*\])", value):
+        raise click.BadParameter(
+            f"{value!r} is an array task; the daemon records each job under its own numeric "
+            f"job id (`squeue -h -o %A -j {value}` prints it)")
+    if not (value.isascii() and value.isdigit()) or int(value) == 0:
+        raise click.BadParameter(f"{value!r} is not a Slurm job id (a positive number, e.g. 4242)")
+    return str(int(value))
+
+
+def _unit_exec(value: str) -> str:
+    """--exec for ExecStart=: an absolute path, or a bare name found on PATH (made absolute)."""
+    if os.path.isabs(value):
+        return value
+    if "/" in value:
+        raise ConfigError(f"--exec {value!r}: give an absolute path (systemd refuses a relative "
+                          "executable path)")
+    found = shutil.which(value)
+    if found is None:
+        raise ConfigError(f"--exec {value!r}: not found on PATH; give the absolute path of `hase`")
+    return os.path.abspath(found)
+
+
+def _unit_slurm_conf(value: str) -> str:
+    """--slurm-conf must name an existing file; made absolute (the unit runs in /)."""
+    path = Path(value)
+    if not path.exists():
+        raise ConfigError(f"--slurm-conf {value}: no such file")
+    if not path.is_file():
+        raise ConfigError(f"--slurm-conf {value}: not a regular file")
+    return str(path.absolute())
 
 
 def _hold_store(state_db: str) -> None:
@@ -109,7 +184,9 @@ def policies_cmd(as_json: bool) -> None:
 
 @schedd.command(name="run")
 @click.option("--once", is_flag=True, help="Run one cycle and exit.")
-@click.option("--dry-run", is_flag=True, help="Print the updates it would make; change nothing.")
+@click.option("--dry-run", is_flag=True,
+              help="Print the updates it would make; nothing changes in Slurm (the cycles and "
+                   "their planned decisions are still recorded in the state store).")
 @click.option("--interval", type=click.FloatRange(min=1.0), default=None,
               help="Seconds between cycles (overrides config).")
 @CONFIG_OPT
@@ -138,6 +215,7 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
     from slurm_hase.daemon.metrics import Metrics, serve_metrics
     from slurm_hase.policy.registry import make_policy
     from slurm_hase.predict.modelfile import load_predictor, model_to_json
+    from slurm_hase.store.lock import holder
     from slurm_hase.store.state import StateStore
 
     cfg = _config(config_path, state_db)
@@ -145,10 +223,23 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
         cfg = replace(cfg, dry_run=True)
     if interval is not None:
         cfg = replace(cfg, interval_s=interval)
-    # one daemon per store, held until this process ends; a dry run changes nothing and may
-    # look on beside the running daemon
+    # a dry run beside the running daemon leaves the metrics (port, textfile) to it
+    daemon_pid = holder(cfg.state_db) if cfg.dry_run else None
+    if daemon_pid is not None and (cfg.metrics_port or cfg.metrics_textfile):
+        click.echo(f"hase: note: a daemon{f' (pid {daemon_pid})' if daemon_pid else ''} runs on "
+                   f"{cfg.state_db}; this dry run serves and writes no metrics", err=True)
+    serve, textfile = daemon_pid is None and cfg.metrics_port > 0, (
+        cfg.metrics_textfile if daemon_pid is None else None)
+    if textfile:
+        _textfile_folder(textfile)
+    _state_folder(cfg.state_db)
+    # one daemon per store, held until this process ends; a dry run changes nothing in Slurm
+    # and may look on beside the running daemon
     if not cfg.dry_run:
         _hold_store(cfg.state_db)
+    metrics = Metrics()
+    if serve:  # before the store is written: a port in use refuses the start
+        serve_metrics(metrics, cfg.metrics_address, cfg.metrics_port)
     setup_logging(cfg.log_format, cfg.log_level)
     backend, clock = _backend(), WallClock()
     _preflight(backend, cfg)
@@ -158,9 +249,6 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
     store.record_model(cfg.model or "(bundled)",
                        hashlib.sha256(model_to_json(predictor).encode()).hexdigest()[:16],
                        {"meta_keys": sorted(predictor.meta)})
-    metrics = Metrics()
-    if cfg.metrics_port:
-        serve_metrics(metrics, cfg.metrics_address, cfg.metrics_port)
     history = CachedHistory(lambda: backend.accounting(since="now-30days"), clock.now)
     estimator = HistoryEstimator(DescriptorEstimator(predictor), history,
                                  predictor_speed(predictor))
@@ -185,8 +273,13 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
     signal.signal(signal.SIGINT, on_signal)
 
     def after() -> None:
-        if cfg.metrics_textfile:
-            metrics.write_textfile(cfg.metrics_textfile)
+        if textfile:
+            try:
+                metrics.write_textfile(textfile, make_parents=False)
+            except OSError as exc:  # the cycles go on; the error is logged and counted
+                metrics.inc("hase_schedd_errors_total", kind="metrics")
+                logging.getLogger("slurm_hase.daemon").error(
+                    "cannot write metrics textfile %s: %s", textfile, exc.strerror or exc)
         res = daemon.last_result
         if res is None or not (cfg.dry_run or once):
             return
@@ -251,7 +344,7 @@ def status_cmd(as_json: bool, cycles: int, config_path: str | None, state_db: st
 
 
 @schedd.command(name="job")
-@click.argument("job_id")
+@click.argument("job_id", callback=_job_id)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
               help="How many of the newest decisions.")
@@ -333,8 +426,9 @@ def reset_cmd(dry_run: bool, config_path: str | None, state_db: str | None) -> N
 @CONFIG_OPT
 @click.option("--user", default="root", show_default=True,
               help="User= of the service (a user name or numeric UID).")
-@click.option("--slurm-conf", default=None, help="SLURM_CONF for the service.")
-@click.option("--exec", "exec_start", default=None, help="Path of the `hase` executable.")
+@click.option("--slurm-conf", default=None, help="SLURM_CONF for the service (an existing file).")
+@click.option("--exec", "exec_start", default=None,
+              help="The `hase` executable: an absolute path, or a name found on PATH.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None)
 def render_unit_cmd(config_path: str | None, user: str, slurm_conf: str | None,
                     exec_start: str | None, output: str | None) -> None:
@@ -347,12 +441,17 @@ def render_unit_cmd(config_path: str | None, user: str, slurm_conf: str | None,
     """
     from slurm_hase.daemon.unit import render_unit, write_unit
 
-    cfg_path = config_path or "/etc/slurm-hase/schedd.toml"
+    cfg_path = config_path or DEFAULT_CONFIG
     if config_path:
         load_config(config_path)  # refuse to install a unit for a broken config
-    text = render_unit(config_path=cfg_path, exec_start=exec_start, user=user,
-                       slurm_conf=slurm_conf)
+    text = render_unit(config_path=cfg_path,
+                       exec_start=_unit_exec(exec_start) if exec_start is not None else None,
+                       user=user,
+                       slurm_conf=_unit_slurm_conf(slurm_conf) if slurm_conf is not None else None)
     if output:
         write_unit(output, text)
     else:
         click.echo(text, nl=False)
+    if not config_path and not Path(cfg_path).exists():
+        click.echo(f"hase: warning: {cfg_path} does not exist; the service will not start "
+                   "until it does (--config names another file)", err=True)

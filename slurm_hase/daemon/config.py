@@ -6,7 +6,9 @@ reaches a running scheduler.
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,7 +24,10 @@ _SCHEDD_KEYS = {"interval_s", "refresh_s", "partitions", "dry_run", "state_db", 
                 "nice_min_delta", "nice_quantum", "nice_scale", "nice_zero", "backoff_s", "backoff_max_s", "gpu_types", "update_workers", "batch_updates",
                 "requeue", "requeue_max", "requeue_min_run_s", "log_format", "log_level", "metrics",
                 "history_days"}
-_METRICS_KEYS = {"textfile", "port", "address"}
+_METRICS_KEYS = ("textfile", "port", "address")
+_POLICY_KEYS = ("name", "knobs")
+# a host name label (RFC 1123): letters, digits and '-', not at either end
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,9 @@ def from_mapping(
     unknown = set(data) - {"schedd", "policy", "shares"}
     if unknown:
         raise ConfigError(f"unknown section(s): {', '.join(sorted(unknown))}")
+    for section in ("schedd", "policy", "shares"):
+        if not isinstance(data.get(section, {}), Mapping):
+            raise ConfigError(f"[{section}] must be a table")
     s = dict(data.get("schedd", {}))
     bad = set(s) - _SCHEDD_KEYS
     if bad:
@@ -165,26 +173,54 @@ def _check_nice_range(zero: int, scale: int) -> None:
             f"PriorityWeight* / 10 is enough)")
 
 
+def _unknown_keys(section: str, value: Any, keys: tuple[str, ...]) -> Mapping[str, Any]:
+    """`value` as a table of known keys; ConfigError naming the first unknown one."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"[{section}] must be a table (keys: {', '.join(keys)})")
+    bad = sorted(set(value) - set(keys))
+    if bad:
+        raise ConfigError(f"unknown key {bad[0]!r} in [{section}] (keys: {', '.join(keys)})")
+    return value
+
+
+def check_address(address: str) -> str:
+    """A listen address: an IPv4/IPv6 literal, a host name, or "" (every interface);
+    ConfigError naming `[schedd.metrics] address` otherwise."""
+    if address == "":
+        return address
+    try:
+        ipaddress.ip_address(address)
+        return address
+    except ValueError:
+        pass
+    name = address[:-1] if address.endswith(".") else address
+    if len(name) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in name.split(".")):
+        return address
+    raise ConfigError(f"[schedd.metrics] address: {address!r} is not an IP address or host name "
+                      "(e.g. 127.0.0.1, ::1, 0.0.0.0 for every interface)")
+
+
 def _metrics(m: Any) -> dict[str, Any]:
-    if not isinstance(m, Mapping) or set(m) - _METRICS_KEYS:
-        raise ConfigError(f"[schedd.metrics] keys: {', '.join(sorted(_METRICS_KEYS))}")
+    m = _unknown_keys("schedd.metrics", m, _METRICS_KEYS)
     out: dict[str, Any] = {}
     if "textfile" in m:
         if not isinstance(m["textfile"], str) or not m["textfile"].endswith(".prom"):
             raise ConfigError("[schedd.metrics] textfile: must be a path ending in .prom")
         out["metrics_textfile"] = m["textfile"]
     if "port" in m:
-        out["metrics_port"] = int(_num("schedd.metrics", "port", m["port"], 0, 65535))
+        port = _num("schedd.metrics", "port", m["port"], 0, 65535)
+        if not port.is_integer():
+            raise ConfigError(f"[schedd.metrics] port: must be a whole number, got {m['port']!r}")
+        out["metrics_port"] = int(port)
     if "address" in m:
         if not isinstance(m["address"], str):
             raise ConfigError("[schedd.metrics] address: must be a string")
-        out["metrics_address"] = m["address"]
+        out["metrics_address"] = check_address(m["address"])
     return out
 
 
 def _policy(p: Any, check: Callable[[str, Mapping[str, float]], None]) -> dict[str, Any]:
-    if not isinstance(p, Mapping) or set(p) - {"name", "knobs"}:
-        raise ConfigError("[policy] keys: name, knobs")
+    p = _unknown_keys("policy", p, _POLICY_KEYS)
     name = p.get("name", "fair")
     if not isinstance(name, str):
         raise ConfigError("[policy] name: must be a string")
@@ -207,6 +243,9 @@ def load_config(path: str | Path | None, **checks: Any) -> DaemonConfig:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config {path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} "
+                          f"at offset {exc.start}); TOML files are UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config {path}: {exc}") from exc
     return from_mapping(data, **checks)

@@ -7,7 +7,10 @@ the entry point).
 
 from __future__ import annotations
 
+import errno
+import ipaddress
 import os
+import socket
 import tempfile
 import threading
 from collections.abc import Mapping
@@ -15,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from slurm_hase.daemon.cycle import CycleResult
+from slurm_hase.errors import ConfigError
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -27,7 +31,7 @@ _HELP: dict[str, tuple[str, str]] = {
     "hase_schedd_managed_pending_jobs": ("gauge", "Pending jobs the policy saw."),
     "hase_schedd_running_jobs": ("gauge", "Running GPU jobs."),
     "hase_schedd_actions_total": ("counter", "scontrol updates, by kind and outcome."),
-    "hase_schedd_errors_total": ("counter", "Errors, by kind (slurm, update, store)."),
+    "hase_schedd_errors_total": ("counter", "Errors, by kind (slurm, update, store, metrics: the textfile)."),
     "hase_schedd_backoff_seconds": ("gauge", "Current back-off delay (0 when healthy)."),
 }
 
@@ -97,10 +101,12 @@ class Metrics:
         if result.errors:
             self.inc("hase_schedd_errors_total", len(result.errors) * 1.0, kind="update")
 
-    def write_textfile(self, path: str | Path) -> None:
-        """Atomically replace `path` (node_exporter reads *.prom files whole)."""
+    def write_textfile(self, path: str | Path, *, make_parents: bool = True) -> None:
+        """Atomically replace `path` (node_exporter reads *.prom files whole); with
+        make_parents=False a missing folder is an OSError instead of being created."""
         target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if make_parents:
+            target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".hase-schedd.", dir=target.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -112,8 +118,35 @@ class Metrics:
             raise
 
 
+def _is_ipv6(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).version == 6
+    except ValueError:
+        return False
+
+
+def _bind_error(exc: OSError, address: str, port: int) -> ConfigError:
+    """Why address:port cannot be served, naming the config field to change."""
+    where = f"[{address}]:{port}" if _is_ipv6(address) else f"{address or '*'}:{port}"
+    if isinstance(exc, socket.gaierror):
+        return ConfigError(f"[schedd.metrics] address: cannot resolve {address!r} "
+                           f"({exc.strerror or exc})")
+    if exc.errno == errno.EADDRINUSE:
+        return ConfigError(f"[schedd.metrics] port: {where} is already in use by another "
+                           "process; choose a free port (0 turns the endpoint off)")
+    if exc.errno == errno.EACCES:
+        return ConfigError(f"[schedd.metrics] port: not allowed to listen on {where} "
+                           "(ports below 1024 need root)")
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return ConfigError(f"[schedd.metrics] address: {address!r} is not an address of this "
+                           "host")
+    return ConfigError(f"[schedd.metrics] address/port: cannot listen on {where} "
+                       f"({exc.strerror or exc})")
+
+
 def serve_metrics(metrics: Metrics, address: str, port: int) -> ThreadingHTTPServer:
-    """Serve GET /metrics on address:port from a daemon thread; returns the server."""
+    """Serve GET /metrics on address:port from a daemon thread; returns the server.
+    ConfigError naming `[schedd.metrics] port` or `address` when it cannot listen there."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server API
@@ -130,6 +163,12 @@ def serve_metrics(metrics: Metrics, address: str, port: int) -> ThreadingHTTPSer
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002
             return
 
-    server = ThreadingHTTPServer((address, port), Handler)
+    class Server(ThreadingHTTPServer):
+        address_family = socket.AF_INET6 if _is_ipv6(address) else socket.AF_INET
+
+    try:
+        server = Server((address, port), Handler)
+    except OSError as exc:
+        raise _bind_error(exc, address, port) from None
     threading.Thread(target=server.serve_forever, name="hase-metrics", daemon=True).start()
     return server

@@ -21,8 +21,8 @@ slurm-hase options (hsbatch; every other option goes to sbatch unchanged):
       --hase-explain          print the predicted runtime per GPU type (stderr)
                               before submitting
       --hase-no-constraint    never add a GPU-type constraint to the job
-      --hase-predictor=FILE   predictor model file (default: HASE_PREDICTOR or
-                              the model shipped with slurm-hase)
+      --hase-predictor=FILE   predictor model file, or `shipped` (default:
+                              HASE_PREDICTOR or the model shipped with slurm-hase)
 
 In the script, '#HASE key=value' lines go with the #SBATCH lines, e.g.
   #HASE model=resnet50 batch_size=64 precision=fp16 iterations=20000

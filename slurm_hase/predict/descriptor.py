@@ -255,7 +255,7 @@ def _check_pos_float(key: str, value: float | None) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise DescriptorError(f"{key}: {value!r} is not a number")
     if not math.isfinite(value) or value <= 0 or value > 1e12:
-        raise DescriptorError(f"{key}: {value!r} must be a positive finite number")
+        raise DescriptorError(f"{key}: {value!r} must be a positive number at most 1e12")
 
 
 def _check_int(key: str, value: int | None, lo: int, hi: int) -> None:

@@ -21,6 +21,13 @@ MODEL_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
 DEFAULT_MODEL = "predictor.json"
 MAX_MODEL_BYTES = 64 * 1024 * 1024
+SHIPPED = "shipped"  # names the packaged model wherever a model file is asked for
+
+
+def model_source(value: str | Path | None) -> str | Path | None:
+    """A model file option's value with ``shipped`` (and None or "") meaning the packaged
+    model: None for it, the path otherwise (a file named "shipped": give ``./shipped``)."""
+    return None if value is None or str(value) in ("", SHIPPED) else value
 
 
 def model_to_json(pred: Predictor) -> str:
@@ -59,7 +66,13 @@ def predictor_from_json(text: str, origin: str = "model") -> Predictor:
     if list(doc.get("features", [])) != list(F.FEATURES):
         raise PredictorError(f"{origin}: model was trained with other features; retrain it")
     boosters = doc.get("boosters")
+    # every version wrote `meta` as an object; only files before version 3 may lack it
+    if "meta" not in doc and doc.get("version") == MODEL_VERSION:
+        raise PredictorError(f"{origin}: model file has no 'meta' section")
     meta = doc.get("meta", {})
+    if not isinstance(meta, Mapping):
+        raise PredictorError(f"{origin}: 'meta' must be a JSON object, got "
+                             f"{'null' if meta is None else type(meta).__name__}")
     if not isinstance(boosters, Mapping) or not all(isinstance(v, str) for v in boosters.values()):
         raise PredictorError(f"{origin}: model file has no boosters")
     cal = doc.get("calibration", {})
@@ -74,7 +87,7 @@ def predictor_from_json(text: str, origin: str = "model") -> Predictor:
         trees = {q: [trees_from_lists(t) for t in ts] if isinstance(ts, list) else unpack_trees(ts, len(F.FEATURES))
                  for q, ts in doc.get("trees", {}).items()}
         comp, multi, pairs = doc.get("completion"), doc.get("completion_multi"), doc.get("pairs")
-        return Predictor(boosters=dict(boosters), meta=dict(meta) if isinstance(meta, Mapping) else {},
+        return Predictor(boosters=dict(boosters), meta=dict(meta),
                          factors=dict(factors), known={k: list(v) for k, v in known.items()},
                          completion=None if comp is None else Completion.from_dict(comp),
                          completion_multi=None if multi is None else Completion.from_dict(multi),
@@ -84,10 +97,11 @@ def predictor_from_json(text: str, origin: str = "model") -> Predictor:
 
 
 def load_predictor(path: str | Path | None = None) -> Predictor:
-    """Load a model file (None: the default model shipped in the package)."""
-    if path is None:
+    """Load a model file (None or ``shipped``: the default model shipped in the package)."""
+    source = model_source(path)
+    if source is None:
         return _default()
-    p = Path(path)
+    p = Path(source)
     try:
         if p.stat().st_size > MAX_MODEL_BYTES:
             raise PredictorError(f"{p}: model file is larger than {MAX_MODEL_BYTES} bytes")

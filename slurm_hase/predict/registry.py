@@ -34,6 +34,15 @@ class ModelVersion:
     metrics: dict[str, Any]
 
 
+_VERSIONS_SQL = (f"select version, created_at, note, rows, data_sha256, metrics from {TABLE} "
+                 "order by version")
+
+
+def _version(row: tuple[Any, ...]) -> ModelVersion:
+    v, c, n, r, s, m = row
+    return ModelVersion(int(v), c, n, int(r), s, json.loads(m or "{}"))
+
+
 class ModelRegistry:
     """Store and fetch predictor versions in an SQLite file."""
 
@@ -87,10 +96,30 @@ class ModelRegistry:
 
     def versions(self) -> list[ModelVersion]:
         """All versions, oldest first."""
-        rows = self._db.execute(
-            f"select version, created_at, note, rows, data_sha256, metrics from {TABLE} order by version"
-        ).fetchall()
-        return [ModelVersion(int(v), c, n, int(r), s, json.loads(m or "{}")) for v, c, n, r, s, m in rows]
+        rows = self._db.execute(_VERSIONS_SQL).fetchall()
+        return [_version(row) for row in rows]
+
+    @staticmethod
+    def read_versions(db_path: str | Path) -> list[ModelVersion]:
+        """All versions in an existing file, oldest first, opened read-only (nothing is written,
+        a file without the table has none); StoreError when it is missing, not SQLite, or its
+        table is not a model registry."""
+        p = Path(db_path)
+        if not p.is_file():
+            raise StoreError(f"{p}: no such model registry file")
+        ModelRegistry.check(p)
+        try:
+            con = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
+            try:
+                if con.execute("select 1 from sqlite_master where type = 'table' and name = ?",
+                               [TABLE]).fetchone() is None:
+                    return []
+                rows = con.execute(_VERSIONS_SQL).fetchall()
+            finally:
+                con.close()
+            return [_version(row) for row in rows]
+        except (sqlite3.Error, ValueError, TypeError) as exc:
+            raise StoreError(f"{p}: cannot read model registry ({exc})") from None
 
     def load(self, version: int | None = None) -> Predictor:
         """A stored model (None: the newest); StoreError if there is none."""

@@ -89,15 +89,26 @@ class CycleRow:
     unavailable: bool = False
 
 
+def check_store_path(path: str | Path) -> None:
+    """Refuse (StoreError) a store path that is a folder or whose folder does not exist; the
+    store never creates folders, so a mistyped one is not made silently."""
+    p = Path(path)
+    if p.is_dir():
+        raise StoreError(f"state store {p} is a directory, not a database file")
+    if not p.parent.is_dir():
+        raise StoreError(f"state store {p}: folder {p.parent} does not exist")
+
+
 class StateStore:
-    """Small API over the state database; open with StateStore(path) (":memory:" works)."""
+    """Small API over the state database; open with StateStore(path) (":memory:" works; the
+    path's folder must exist)."""
 
     def __init__(self, path: str | Path, *, lock_timeout_s: float = 1.0, attempts: int = 6,
                  backoff_s: float = 0.05, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.time) -> None:
         self.path = str(path)
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            check_store_path(self.path)
         try:
             conn = sqlite3.connect(self.path, timeout=lock_timeout_s, isolation_level=None)
         except sqlite3.Error as exc:

@@ -62,7 +62,10 @@ def test_run_refuses_unknown_policy_before_touching_slurm(tmp_path: Path) -> Non
 
 def test_render_unit_cli(tmp_path: Path) -> None:
     target = tmp_path / "hase-schedd.service"
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\n")
     out = CliRunner().invoke(cli, ["schedd", "render-unit", "--exec", "/usr/bin/hase",
-                                   "--slurm-conf", "/etc/slurm/slurm.conf", "-o", str(target)])
+                                   "--slurm-conf", str(conf), "-o", str(target)])
     assert out.exit_code == 0, out.output
+    assert f"Environment=SLURM_CONF={conf}\n" in target.read_text()
     assert "ExecStart=/usr/bin/hase schedd run --config /etc/slurm-hase/schedd.toml" in target.read_text()
