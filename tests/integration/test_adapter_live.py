@@ -137,6 +137,9 @@ def test_vanished_jobs_raise_job_not_found(slurm_backend: CommandBackend,
         slurm_backend.update_job("99999999", JobUpdate(nice=5))
     with pytest.raises(JobNotFoundError):
         slurm_backend.job("99999999")
+    for verb in (slurm_backend.hold, slurm_backend.release, slurm_backend.requeue):
+        with pytest.raises(JobNotFoundError):
+            verb("99999999")
     job_id = submit("-J", "it-gone", "--hold", "--gpus=1", "--wrap", "sleep 60")
     slurm_backend.cancel(job_id)
     with pytest.raises(JobNotFoundError):
@@ -159,6 +162,16 @@ def test_short_job_runs_and_is_accounted_with_gpu_type(slurm_backend: CommandBac
     assert rec.alloc_gpus == {"a100": 1}
     assert rec.nodes.startswith("a100-") and rec.exit_code == "0:0"
     assert rec.elapsed_s >= 1 and rec.start_time and rec.end_time
+    # the same record through a time window, as reports and refit ask for it
+    def stamp(t: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
+
+    def listed(since: float, until: float) -> list[AccountingRecord]:
+        return [r for r in slurm_backend.accounting(since=stamp(since), until=stamp(until))
+                if r.job_id == job_id]
+
+    assert listed(rec.start_time - 60, time.time() + 60) == [rec]
+    assert listed(rec.start_time - 7200, rec.start_time - 3600) == []  # a window before it
 
 
 def test_scheduler_depths_live(slurm_backend: CommandBackend) -> None:
