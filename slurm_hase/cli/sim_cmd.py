@@ -21,6 +21,9 @@ if TYPE_CHECKING:  # the simulator loads only when a run starts (`hase --help` s
     from slurm_hase.sim.traces import TraceJob
 
 
+MAX_TILE = 10_000_000  # --tile: a trace of more jobs would take hours and tens of GB to simulate
+
+
 class _Finite(click.FloatRange):
     """A FloatRange that also refuses nan and inf (which every range check lets through)."""
 
@@ -46,6 +49,10 @@ def _gpus(text: str) -> dict[str, int]:
             raise ConfigError(f"--gpus {entry!r}: GPU type {name!r} given twice")
         out[name] = count
     return out
+
+
+def _warn(text: str) -> None:
+    click.echo(f"hase: warning: {text}", err=True)
 
 
 def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
@@ -80,7 +87,7 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
 @click.option("--predictor", type=click.Choice(["oracle", "model"]), default="oracle", show_default=True)
 @click.option("--interval", type=_Finite(1.0, 86400.0), default=60.0, show_default=True,
               help="Daemon cycle in simulated s (its interval_s, 1 to 86400).")
-@click.option("--refresh", type=click.FloatRange(0.0), default=None,
+@click.option("--refresh", type=_Finite(0.0), default=None,
               help="The daemon's refresh_s: a cycle that finds no job or node changed decides "
               "nothing until this long after the last one that did (0 = every cycle decides; "
               "default: 600, as the daemon).")
@@ -88,8 +95,8 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
               help="First trace job to use (0 = the first).")
 @click.option("--jobs", "count", type=click.IntRange(min=1), default=None,
               help="Number of trace jobs to use (default: all from --start).")
-@click.option("--tile", "tile_to", type=click.IntRange(min=0), default=None,
-              help="Repeat the trace up to N jobs (0 = no tiling).")
+@click.option("--tile", "tile_to", type=click.IntRange(0, MAX_TILE), default=None,
+              help=f"Repeat the trace up to N jobs (0 = no tiling; at most {MAX_TILE:,}).")
 @click.option("--load", type=_Finite(0.0, min_open=True), default=None,
               help="Rescale arrivals to this offered load (> 0; default: the trace's own).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
@@ -106,14 +113,14 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
                    "beside a checkout; the bundled Gavel files when absent).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("sim-out"),
               show_default=True)
-@click.option("--checkpoint-share", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
+@click.option("--checkpoint-share", type=_Finite(0.0, 1.0), default=0.0, show_default=True,
               help="Share of jobs that opt in to checkpoint + requeue (turns requeue on).")
-@click.option("--requeue-overhead", type=click.FloatRange(0.0), default=120.0, show_default=True,
+@click.option("--requeue-overhead", type=_Finite(0.0), default=120.0, show_default=True,
               help="Seconds of progress a requeued job loses (on the GPU type it "
                    "was stopped on): steps since its checkpoint, saving and loading it.")
-@click.option("--hsbatch-slack", type=click.FloatRange(0.0), default=0.0, show_default=True,
+@click.option("--hsbatch-slack", type=_Finite(0.0), default=0.0, show_default=True,
               help="Jobs are submitted with hsbatch at this HASE_SPEED_SLACK (0 = plain sbatch).")
-@click.option("--ledger-half-life", type=click.FloatRange(min=1.0, max=1e9), default=7 * 86400.0,
+@click.option("--ledger-half-life", type=_Finite(min=1.0, max=1e9), default=7 * 86400.0,
               show_default=True, help="The daemon's usage half-life in s (its half_life_s): "
               "how long past GPU service counts against an account.")
 @click.option("--plots/--no-plots", default=True, show_default=True,
@@ -152,6 +159,7 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
         check_runnable,
         check_speeds,
         describe_refusals,
+        prepare_out,
         prepare_trace,
         resolve_trace,
         throughput_table,
@@ -178,13 +186,18 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
     runs: dict[int, dict[str, dict[str, Any]]] = {}
     for draw in range(seed, seed + repeat):
         setup = TraceSetup(path, trace_kind, start, count, tile_to, load, draw)
-        jobs = prepare_trace(setup, table, spec)
+        jobs = prepare_trace(setup, table, spec, warn=_warn if draw == seed else None)
         refused = check_runnable(jobs, spec, table)
         if refused:
             click.echo(f"hase: warning: {sum(refused.values())} of {len(jobs)} jobs "
                        f"{'' if repeat == 1 else f'(seed {draw}) '}can never run on this "
                        f"cluster and are refused at submission (as sbatch would): "
                        f"{describe_refusals(refused)}", err=True)
+        if draw == seed:  # a folder that cannot be written fails now, not after the runs
+            try:
+                prepare_out(out)
+            except ConfigError as exc:
+                raise ConfigError(f"--out {exc}") from None
         where = out if repeat == 1 else out / f"seed-{draw}"
         meta = {"trace": str(setup.path),
                 **{k: v for k, v in dataclasses.asdict(setup).items() if k != "path"}, **settings}

@@ -95,14 +95,26 @@ def relative_speeds(job: PendingJob, types: Sequence[str]) -> dict[str, float]:
     return {t: best / job.runtime_s[t] for t in types}
 
 
+# Knobs that are switches (0 = off, 1 = on) and knobs that count something (whole numbers), by
+# name across the policies; every other knob is a real number in its range.
+SWITCH_KNOBS = frozenset({"sfq", "rotate", "narrow", "route_by_level", "lift_starting"})
+WHOLE_KNOBS = frozenset({"exact_depth", "level_depth", "sticky_from", "max_requeues",
+                         "max_restarts", "max_classes"})
+
+
 def check_knob(name: str, value: float, lo: float, hi: float) -> float:
-    """Return value as float if lo <= value <= hi (finite), else raise PolicyError naming it."""
+    """Return value as float if lo <= value <= hi (finite), else raise PolicyError naming it;
+    a switch (SWITCH_KNOBS) must be 0 or 1, a count (WHOLE_KNOBS) a whole number."""
     try:
         v = float(value)
     except (TypeError, ValueError) as exc:
         raise PolicyError(f"knob {name!r} must be a number, got {value!r}") from exc
     if not (math.isfinite(v) and lo <= v <= hi):
         raise PolicyError(f"knob {name!r}={value!r} out of range [{lo:g}, {hi:g}]")
+    if name in SWITCH_KNOBS and v not in (0.0, 1.0):
+        raise PolicyError(f"knob {name!r}={value!r}: a switch, must be 0 (off) or 1 (on)")
+    if name in WHOLE_KNOBS and not v.is_integer():
+        raise PolicyError(f"knob {name!r}={value!r}: must be a whole number from {lo:g} to {hi:g}")
     return v
 
 

@@ -2,7 +2,9 @@
 
 Every policy is a frozen dataclass whose float fields (other than ``name``/``summary``) are its
 knobs; ``make_policy("fair", theta=0.3)`` builds one and raises PolicyError for an unknown name
-or knob (the message lists what is known).
+or knob (the message lists what is known) or a bad value: out of the knob's range, a switch
+other than 0 or 1, a count that is not a whole number (common.check_knob, SWITCH_KNOBS and
+WHOLE_KNOBS).
 """
 
 from __future__ import annotations
@@ -36,14 +38,16 @@ def list_policies() -> list[tuple[str, str]]:
 
 
 def policy_knobs(name: str) -> dict[str, float]:
-    """Knob names of a policy with their defaults."""
+    """Knob names of a policy with their defaults: its numeric fields that the constructor takes
+    (not a flag such as fifo's `passive`, which is no knob)."""
     factory = _factory(name)
     if not dataclasses.is_dataclass(factory):
         return {}
     return {
         f.name: float(f.default)
         for f in dataclasses.fields(factory)
-        if f.name not in _NOT_KNOBS and isinstance(f.default, (int, float))
+        if f.name not in _NOT_KNOBS and f.init and not isinstance(f.default, bool)
+        and isinstance(f.default, (int, float))
     }
 
 

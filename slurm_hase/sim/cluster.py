@@ -20,10 +20,18 @@ is), plus `count = N` node groups and [billing].
 
     [billing]                # optional TRESBillingWeights per GPU type (slurm-billing baseline)
     a100 = 4.0
+
+A key this shape does not have, a value of the wrong type (``gpus = true``), shares that are
+not a positive finite number, a billing weight that is negative or not finite, an account or
+billing type given twice, or more than MAX_GPUS_PER_TYPE GPUs of a type / MAX_NODES nodes is a
+ConfigError naming the file, the table and the key.
 """
 
 from __future__ import annotations
 
+import difflib
+import math
+import re
 import tomllib
 from collections import Counter
 from collections.abc import Mapping
@@ -34,6 +42,14 @@ from typing import Any
 from slurm_hase.errors import ConfigError, UnknownGpuError
 from slurm_hase.predict.catalog import resolve_gpu
 from slurm_hase.slurm import hostlist
+
+MAX_GPUS_PER_TYPE = 1_000_000  # GPUs of one type in a simulated cluster
+MAX_NODES = 1_000_000  # nodes in a simulated cluster
+# Keys of each table (`hase cluster up`'s too: name, ports, cpus, memory_mb, users, default)
+_TOP_KEYS = ("name", "port_base", "slurmd_port_base", "nodes", "partitions", "accounts", "billing")
+_NODE_KEYS = ("name", "count", "gpu_type", "gpus", "features", "mps", "cpus", "memory_mb")
+_PARTITION_KEYS = ("name", "nodes", "default")
+_ACCOUNT_KEYS = ("name", "shares", "users")
 
 
 @dataclass(frozen=True)
@@ -105,6 +121,9 @@ def uniform_cluster(gpus_by_type: Mapping[str, int], gpus_per_node: int = 4,
         count = int(total)
         if count != total or count <= 0:
             raise ConfigError(f"{entry}: the GPU count must be a positive integer")
+        if count > MAX_GPUS_PER_TYPE:
+            raise ConfigError(f"{entry}: the GPU count must be at most {MAX_GPUS_PER_TYPE:,} "
+                              "(the simulator's limit per GPU type)")
         full, rest = divmod(count, gpus_per_node)
         sizes = [gpus_per_node] * full + ([rest] if rest else [])
         for i, g in enumerate(sizes, start=1):
@@ -113,73 +132,176 @@ def uniform_cluster(gpus_by_type: Mapping[str, int], gpus_per_node: int = 4,
 
 
 def parse_cluster(data: Mapping[str, Any], where: str = "cluster") -> ClusterSpec:
-    """Build a ClusterSpec from parsed TOML; ConfigError names the bad field."""
+    """Build a ClusterSpec from parsed TOML; ConfigError names the bad table and key."""
+    _known_keys(data, _TOP_KEYS, where)
     groups = data.get("nodes")
     if not isinstance(groups, list) or not groups:
         raise ConfigError(f"{where}: needs at least one [[nodes]] table")
-    nodes = [node for i, g in enumerate(groups) for node in _node_group(g, f"{where}: nodes[{i}]")]
+    nodes: list[NodeSpec] = []
+    for i, g in enumerate(groups):
+        nodes += _node_group(g, f"{where}: nodes[{i}]", MAX_NODES - len(nodes))
     names = [n.name for n in nodes]
     if dupes := sorted(n for n, k in Counter(names).items() if k > 1):
         raise ConfigError(f"{where}: duplicate node {dupes[0]!r}")
+    totals = Counter[str]()
+    for n in nodes:
+        totals[n.gpu_type] += n.gpus
+    if over := sorted(t for t, k in totals.items() if k > MAX_GPUS_PER_TYPE):
+        raise ConfigError(f"{where}: {totals[over[0]]:,} {over[0]} GPUs: at most "
+                          f"{MAX_GPUS_PER_TYPE:,} per GPU type (the simulator's limit)")
     part_of: dict[str, list[str]] = {}
-    for i, p in enumerate(data.get("partitions", []) or []):
-        if not isinstance(p, dict) or not isinstance(p.get("name"), str):
-            raise ConfigError(f"{where}: partitions[{i}].name missing")
+    for i, p in enumerate(_tables(data, "partitions", where)):
+        here = f"{where}: partitions[{i}]"
+        _known_keys(p, _PARTITION_KEYS, here)
+        if not isinstance(p.get("name"), str) or not p["name"]:
+            raise ConfigError(f"{here}.name: missing or not a string")
+        if not isinstance(p.get("default", False), bool):
+            raise ConfigError(f"{here}.default: must be true or false, got {p['default']!r}")
         try:  # "ALL", a hostlist or a list of them, as `hase cluster up` reads it
             members = hostlist.members(p.get("nodes", "ALL"), names)
         except ValueError as exc:
-            raise ConfigError(f"{where}: partitions[{i}].nodes: {exc}") from None
+            raise ConfigError(f"{here}.nodes: {exc}") from None
         for name in members:
             part_of.setdefault(name, []).append(p["name"])
     nodes = [replace(n, partitions=tuple(part_of.get(n.name, ["gpu"]))) for n in nodes]
+    return ClusterSpec(tuple(nodes), _shares(data, where), _billing(data, where))
+
+
+def _shares(data: Mapping[str, Any], where: str) -> dict[str, float]:
+    """[[accounts]]: name -> shares (a positive finite number, default 1)."""
     shares: dict[str, float] = {}
-    for i, a in enumerate(data.get("accounts", []) or []):
-        try:
-            shares[str(a["name"])] = float(a.get("shares", 1.0))
-        except (KeyError, TypeError, ValueError):
-            raise ConfigError(f"{where}: accounts[{i}]: needs name and numeric shares") from None
+    for i, a in enumerate(_tables(data, "accounts", where)):
+        here = f"{where}: accounts[{i}]"
+        _known_keys(a, _ACCOUNT_KEYS, here)
+        name = a.get("name")
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{here}.name: missing or not a string")
+        if name in shares:
+            raise ConfigError(f"{here}.name: account {name!r} given twice")
+        value = a.get("shares", 1.0)
+        if _number(value) is None or not value > 0:
+            raise ConfigError(f"{here}.shares: must be a positive finite number, got {value!r}")
+        shares[name] = float(value)
+    return shares
+
+
+def _billing(data: Mapping[str, Any], where: str) -> dict[str, float]:
+    """[billing]: canonical GPU type -> TRESBillingWeight (a finite number >= 0)."""
+    table = data.get("billing", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: billing: must be a table of GPU type = weight")
     billing: dict[str, float] = {}
-    for raw, w in (data.get("billing", {}) or {}).items():
-        try:
-            billing[canonical_type(raw, f"{where}: billing")] = float(w)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{where}: billing.{raw}: not a number") from None
-    return ClusterSpec(tuple(nodes), shares, billing)
+    seen: dict[str, str] = {}
+    for raw, w in table.items():
+        t = canonical_type(raw, f"{where}: billing.{raw}")
+        if t in seen:
+            raise ConfigError(f"{where}: billing.{raw}: GPU type {t} given twice (also as "
+                              f"{seen[t]!r})")
+        seen[t] = raw
+        if _number(w) is None or w < 0:
+            raise ConfigError(f"{where}: billing.{raw}: must be a finite number >= 0, got {w!r}")
+        billing[t] = float(w)
+    return billing
 
 
-def _node_group(g: object, here: str) -> list[NodeSpec]:
-    """The nodes of one [[nodes]] table (partitions filled in by the caller)."""
+def _number(value: object) -> float | None:
+    """`value` as a float if it is a finite TOML number (not a boolean), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _tables(data: Mapping[str, Any], key: str, where: str) -> list[dict[str, Any]]:
+    """The [[key]] tables of `data` ([] if absent); ConfigError if it is not a list of tables."""
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: {key}: must be a list of [[{key}]] tables")
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise ConfigError(f"{where}: {key}[{i}]: not a table")
+    return value
+
+
+def _known_keys(table: Mapping[str, Any], known: tuple[str, ...], here: str) -> None:
+    """ConfigError naming the keys of `table` not in `known` (a typo never passes silently)."""
+    if bad := [k for k in table if k not in known]:
+        close = difflib.get_close_matches(bad[0], known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"{here}: unknown key(s) {', '.join(map(repr, bad))}{hint}; known: "
+                          f"{', '.join(known)}")
+
+
+def _int(g: Mapping[str, Any], key: str, here: str, default: int) -> int:
+    """An integer field (not a boolean) of a [[nodes]] table."""
+    value = g.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        shown = str(value).lower() if isinstance(value, bool) else repr(value)
+        raise ConfigError(f"{here}.{key}: must be a positive integer, got {shown}")
+    return value
+
+
+def _name_count(expr: str) -> int:
+    """How many names a hostlist expression gives, counted without expanding it (so that
+    "n[1-99999999999]" is refused before it fills the memory); hostlist.expand reads the rest."""
+    total = 0
+    for part in re.split(r",(?![^\[]*\])", expr):
+        size = 1
+        for body in re.findall(r"\[([^\]]*)\]", part):
+            ranges = [re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", r) for r in body.split(",")]
+            size *= max(sum(max(int(m[2] or m[1]) - int(m[1]) + 1, 0) for m in ranges if m), 1)
+        total += size
+    return total
+
+
+def _node_group(g: object, here: str, room: int) -> list[NodeSpec]:
+    """The nodes of one [[nodes]] table (partitions filled in by the caller); at most `room`."""
     if not isinstance(g, dict):
         raise ConfigError(f"{here}: not a table")
-    gtype = canonical_type(str(g.get("gpu_type", "")), f"{here}.gpu_type")
-    gpus = g.get("gpus", 0)
-    if not isinstance(gpus, int) or gpus <= 0:
-        raise ConfigError(f"{here}.gpus: must be a positive integer")
+    _known_keys(g, _NODE_KEYS, here)
+    if not isinstance(g.get("gpu_type"), str):
+        raise ConfigError(f"{here}.gpu_type: missing or not a string")
+    gtype = canonical_type(g["gpu_type"], f"{here}.gpu_type")
+    gpus = _int(g, "gpus", here, 0)
+    if not 0 < gpus <= MAX_GPUS_PER_TYPE:
+        raise ConfigError(f"{here}.gpus: must be a positive integer (at most "
+                          f"{MAX_GPUS_PER_TYPE:,}), got {gpus}")
     # the node's MPS count as slurm.conf writes it (Gres=...,mps:400): 100 per GPU by default
     mps = g.get("mps", 100 * gpus)
-    if not isinstance(mps, int) or mps <= 0 or mps % gpus:
+    if isinstance(mps, bool) or not isinstance(mps, int) or mps <= 0 or mps % gpus:
         raise ConfigError(f"{here}.mps: the node's MPS count (as in Gres=...,mps:N) must be a "
                           f"positive multiple of its {gpus} GPUs, e.g. {100 * gpus}")
+    if "name" in g and not isinstance(g["name"], str):
+        raise ConfigError(f"{here}.name: must be a string (a hostlist), got {g['name']!r}")
     if "count" in g:
-        count = g["count"]
-        if not isinstance(count, int) or count <= 0:
-            raise ConfigError(f"{here}.count: must be a positive integer")
+        count = _int(g, "count", here, 0)
+        if count <= 0:
+            raise ConfigError(f"{here}.count: must be a positive integer, got {count}")
         prefix = str(g.get("name", gtype)).split("[")[0].rstrip("-")
-        names = [f"{prefix}-{k}" for k in range(1, count + 1)]
+        size = count
     elif isinstance(g.get("name"), str):
-        names = expand_names(g["name"])
+        size = _name_count(g["name"])
     else:
         raise ConfigError(f"{here}: needs name or count")
-    feats = tuple(dict.fromkeys([gtype, *[str(f).lower() for f in g.get("features", [])]]))
+    if size > room:
+        raise ConfigError(f"{here}: {size:,} nodes: a cluster has at most {MAX_NODES:,} "
+                          "(the simulator's limit)")
+    names = ([f"{prefix}-{k}" for k in range(1, count + 1)] if "count" in g
+             else expand_names(g["name"]))
+    feats = g.get("features", [])
+    if not isinstance(feats, list) or not all(isinstance(f, str) for f in feats):
+        raise ConfigError(f"{here}.features: must be a list of strings, got {feats!r}")
+    feats = tuple(dict.fromkeys([gtype, *[f.lower() for f in feats]]))
     return [NodeSpec(name, gtype, gpus, feats, ("gpu",), mps // gpus) for name in names]
 
 
 def load_cluster(path: Path) -> ClusterSpec:
     """Read a cluster TOML file."""
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     return parse_cluster(data, str(path))

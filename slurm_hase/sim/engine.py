@@ -26,7 +26,7 @@ from slurm_hase.sim.cluster import ClusterSpec
 from slurm_hase.sim.sched import SlurmConfig, SlurmScheduler
 from slurm_hase.sim.simslurm import SimJob, SimSlurm
 from slurm_hase.sim.throughput import ThroughputTable
-from slurm_hase.sim.traces import TraceJob
+from slurm_hase.sim.traces import LIMIT_TEXT, MAX_SECONDS, TraceJob
 from slurm_hase.slurm.types import Job, SchedulerDepths
 
 
@@ -157,6 +157,7 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
               config: SimConfig, estimator: RuntimeEstimator | None,
               progress: Callable[[int], None] | None) -> SimResult:
     wall0 = time.perf_counter()
+    check_input(trace, config)
     comments = None
     if config.predictor == "model" and estimator is None:
         from slurm_hase.daemon.estimator import DescriptorEstimator
@@ -274,6 +275,29 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
                      wall_s=time.perf_counter() - wall0,
                      unfinished=len(sim.pending) + len(sim.running), quiet_cycles=quiet,
                      usage=ledger.usage())
+
+
+def check_input(trace: Sequence[TraceJob], config: SimConfig) -> None:
+    """ConfigError for input the event loop cannot run on: a setting that is nan, a submit time
+    or runtime that is not finite, or a span of submit times or a runtime over
+    traces.MAX_SECONDS (the loop takes a sample every sample_s over the whole run)."""
+    for key in ("interval_s", "refresh_s", "ledger_half_life_s", "sample_s", "checkpoint_share",
+                "requeue_overhead_s", "hsbatch_slack"):
+        if math.isnan(getattr(config, key)):
+            raise ConfigError(f"simulation setting {key}: nan is not a number")
+    for tj in trace:
+        if not (math.isfinite(tj.submit_s) and math.isfinite(tj.duration_s)
+                and tj.duration_s <= MAX_SECONDS):
+            raise ConfigError(f"job {tj.job_id}: submit time {tj.submit_s:g} s, runtime "
+                              f"{tj.duration_s:g} s: each must be finite, the runtime at most "
+                              f"the simulator's limit of {LIMIT_TEXT}")
+    if trace:
+        first = min(trace, key=lambda tj: tj.submit_s)
+        last = max(trace, key=lambda tj: tj.submit_s)
+        if last.submit_s - first.submit_s > MAX_SECONDS:
+            raise ConfigError(f"job {last.job_id}: submitted {last.submit_s - first.submit_s:,.0f} "
+                              f"s after job {first.job_id}, over the simulator's limit of "
+                              f"{LIMIT_TEXT}")
 
 
 def opts_in(job_id: str, share: float) -> bool:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,15 @@ from slurm_hase.sim.simcluster import (
     types_allowed,
 )
 from slurm_hase.sim.throughput import ThroughputTable, load_throughputs
-from slurm_hase.sim.traces import TraceJob, load_trace, scale_to_load, tile, window
+from slurm_hase.sim.traces import (
+    LIMIT_TEXT,
+    MAX_SECONDS,
+    TraceJob,
+    load_trace,
+    scale_to_load,
+    tile,
+    window,
+)
 from slurm_hase.slurm.types import JobState
 
 DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -86,11 +95,15 @@ def capacity(spec: ClusterSpec, table: ThroughputTable) -> float:
     return sum(n * table.relative_speed(t) for t, n in spec.gpus_by_type.items())
 
 
-def prepare_trace(setup: TraceSetup, table: ThroughputTable, spec: ClusterSpec) -> list[TraceJob]:
+def prepare_trace(setup: TraceSetup, table: ThroughputTable, spec: ClusterSpec,
+                  warn: Callable[[str], None] | None = None) -> list[TraceJob]:
     """Load, window, tile and scale a trace, deterministically for setup.seed.
 
     `setup.load` is the offered load against capacity(): v100-seconds asked per second over
-    the cluster's v100-equivalent GPUs."""
+    the cluster's v100-equivalent GPUs. `warn` gets a line when the cut leaves fewer jobs than
+    asked (--jobs past the trace's end, --tile below the jobs taken); what is simulated is the
+    same either way. ConfigError when tiling or the load spreads the arrivals over more than
+    traces.MAX_SECONDS."""
     rng = np.random.default_rng(setup.seed)
     jobs = load_trace(setup.path, table, rng, setup.kind)
     if not jobs:
@@ -98,12 +111,42 @@ def prepare_trace(setup: TraceSetup, table: ThroughputTable, spec: ClusterSpec) 
     if setup.start >= len(jobs):
         raise ConfigError(f"start {setup.start}: past the end of {setup.path} "
                           f"({len(jobs)} jobs, numbered from 0)")
+    total = len(jobs)
     jobs = window(jobs, setup.start, setup.count)
+    if warn is not None and setup.count is not None and len(jobs) < setup.count:
+        warn(f"--jobs {setup.count} from --start {setup.start}: the trace has {total} jobs, so "
+             f"only {len(jobs)} are simulated")
     if setup.tile_to:
+        if warn is not None and setup.tile_to < len(jobs):
+            warn(f"--tile {setup.tile_to} is below the {len(jobs)} jobs taken from the trace: only "
+                 f"the first {setup.tile_to} are simulated (--tile repeats a trace up to N jobs)")
         jobs = tile(jobs, setup.tile_to)
     if setup.load:
         jobs = scale_to_load(jobs, capacity(spec, table), setup.load)
+    span = max(j.submit_s for j in jobs) - min(j.submit_s for j in jobs)
+    if span > MAX_SECONDS:
+        how = " and ".join(f"--{k} {v:g}" for k, v in (("tile", setup.tile_to),
+                                                        ("load", setup.load)) if v)
+        raise ConfigError(f"{how or 'the trace'}: the jobs arrive over {span:,.0f} s, over the "
+                          f"simulator's limit of {LIMIT_TEXT}")
     return jobs
+
+
+def prepare_out(out: Path) -> None:
+    """Create the results folder `out` and check that a file can be written in it, before any
+    simulation runs; ConfigError naming the path (and a part of it that is not a folder)."""
+    for part in (out, *out.parents):
+        if part.exists():
+            if not part.is_dir():
+                raise ConfigError(f"{out}: {'it' if part == out else part} is not a directory")
+            break
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"{out}: cannot write the results there: "
+                          f"{exc.strerror or exc}") from None
 
 
 def check_speeds(spec: ClusterSpec, table: ThroughputTable) -> None:

@@ -16,6 +16,10 @@ Mappings (documented, deterministic; randomness only through the caller's Genera
   ``gpu_spec`` becomes a Features OR-constraint (V100M16/V100M32 -> v100, P100 -> p100,
   T4 -> t4, A10 -> a10; anonymised G2/G3 are dropped); pods never scheduled are skipped;
   duration = deletion - scheduled time.
+
+Limits (refused with the row): times and durations up to MAX_SECONDS (10 years; the engine
+samples every 10 simulated minutes over the whole span), at most MAX_JOB_GPUS GPUs per job.
+Files must be UTF-8 text.
 """
 
 from __future__ import annotations
@@ -35,6 +39,10 @@ from slurm_hase.errors import DataError
 from slurm_hase.sim.throughput import REFERENCE_TYPE, ThroughputTable
 
 CLIP_QUANTILE = 0.95  # offered_load counts each job's work at most at this quantile
+# Bounds on input numbers: beyond them a run would take years of samples or all memory.
+MAX_SECONDS = 3650 * 86400.0  # submit times, their span and durations: 10 years
+MAX_JOB_GPUS = 1_000_000  # GPUs one job asks for (a cluster has at most this many per type)
+LIMIT_TEXT = f"{MAX_SECONDS:,.0f} s (10 years)"
 
 ALIBABA_TYPES: dict[str, str | None] = {
     "V100M16": "v100", "V100M32": "v100", "P100": "p100", "T4": "t4", "A10": "a10",
@@ -60,48 +68,82 @@ class TraceJob:
 
 
 def _rows(path: Path, required: Sequence[str], delimiter: str = ",") -> Iterator[tuple[int, dict[str, str]]]:
+    """(row number, row) of a CSV file; DataError for a missing header column, a row too
+    short to have a required column, or bytes that are not UTF-8."""
     try:
-        handle = path.open(newline="")
+        handle = path.open(newline="", encoding="utf-8")
     except OSError as exc:
         raise DataError(f"{path}: cannot open trace: {exc}") from None
     with handle:
-        reader = csv.DictReader(handle, delimiter=delimiter)
-        missing = [c for c in required if c not in (reader.fieldnames or [])]
-        if missing:
-            raise DataError(f"{path}: header: missing column(s) {', '.join(missing)}")
-        for n, row in enumerate(reader, start=1):
-            if not any((v or "").strip() for v in row.values()):
-                continue
-            yield n, row
+        try:
+            reader = csv.DictReader(handle, delimiter=delimiter)
+            missing = [c for c in required if c not in (reader.fieldnames or [])]
+            if missing:
+                raise DataError(f"{path}: header: missing column(s) {', '.join(missing)}")
+            for n, row in enumerate(reader, start=1):
+                if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
+                    continue
+                if absent := [c for c in required if row.get(c) is None]:
+                    have = sum(1 for k, v in row.items() if k is not None and v is not None)
+                    raise DataError(f"{path}: row {n}: column {absent[0]!r}: missing (the row has "
+                                    f"{have} of the header's {len(reader.fieldnames or [])} columns)")
+                yield n, row
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{path}: not UTF-8 text ({exc.reason})") from None
 
 
-def _num(path: Path, n: int, row: dict[str, str], col: str, *, minimum: float = 0.0) -> float:
+def _num(path: Path, n: int, row: dict[str, str], col: str, *, minimum: float = 0.0,
+         maximum: float = math.inf) -> float:
     text = (row.get(col) or "").strip()
     try:
         value = float(text)
     except ValueError:
         raise DataError(f"{path}: row {n}: column {col!r}: not a number: {text!r}") from None
-    if not math.isfinite(value) or value < minimum:
-        raise DataError(f"{path}: row {n}: column {col!r}: {value:g} is negative or invalid")
+    where = f"{path}: row {n}: column {col!r}"
+    if not math.isfinite(value):
+        raise DataError(f"{where}: {text!r} is not a finite number")
+    if value < minimum:
+        raise DataError(f"{where}: {value:g} is negative" if minimum == 0 else
+                        f"{where}: {value:g} is below {minimum:g}")
+    if value > maximum:
+        raise DataError(f"{where}: {value:g} is over the simulator's limit of "
+                        f"{LIMIT_TEXT if maximum == MAX_SECONDS else f'{maximum:g}'}")
     return value
+
+
+def _whole(path: Path, n: int, row: dict[str, str], col: str, minimum: int) -> int:
+    """A whole number from `minimum` to MAX_JOB_GPUS (a GPU count); DataError naming the row."""
+    text = (row.get(col) or "").strip()
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value.is_integer() and minimum <= value <= MAX_JOB_GPUS):
+        raise DataError(f"{path}: row {n}: column {col!r}: must be a whole number from {minimum} "
+                        f"to {MAX_JOB_GPUS:,}, got {text!r}")
+    return int(value)
 
 
 def load_philly(path: Path, table: ThroughputTable, rng: np.random.Generator) -> list[TraceJob]:
     """The Philly job list as Sia/Pollux ship it (timestamp,duration,num_gpus,...,cluster)."""
-    raw: list[tuple[float, float, int, str]] = []
+    raw: list[tuple[float, float, int, str, int]] = []
     for n, row in _rows(path, ("timestamp", "duration", "num_gpus", "cluster")):
         try:
             ts = dt.datetime.fromisoformat(row["timestamp"].strip()).timestamp()
         except ValueError:
             raise DataError(f"{path}: row {n}: column 'timestamp': bad time {row['timestamp']!r}") from None
-        dur = _num(path, n, row, "duration")
-        gpus = _num(path, n, row, "num_gpus", minimum=1)
+        dur = _num(path, n, row, "duration", maximum=MAX_SECONDS)
+        gpus = _whole(path, n, row, "num_gpus", 1)
         vc = row["cluster"].strip() or "none"
-        raw.append((ts, max(dur, 1.0), int(gpus), sys.intern(f"vc-{vc}")))
+        raw.append((ts, max(dur, 1.0), gpus, sys.intern(f"vc-{vc}"), n))
     raw.sort(key=lambda r: r[0])
     t0 = raw[0][0] if raw else 0.0
+    if raw and raw[-1][0] - t0 > MAX_SECONDS:
+        raise DataError(f"{path}: row {raw[-1][4]}: column 'timestamp': "
+                        f"{raw[-1][0] - t0:,.0f} s after the first job's (row {raw[0][4]}), over "
+                        f"the simulator's limit of {LIMIT_TEXT}")
     out = []
-    for i, (ts, dur, gpus, acct) in enumerate(raw, start=1):
+    for i, (ts, dur, gpus, acct, _) in enumerate(raw, start=1):
         jt = _draw_type(table, gpus, rng)
         out.append(TraceJob(str(i), ts - t0, acct, acct, gpus, dur, workload=jt))
     return out
@@ -121,9 +163,11 @@ def load_gavel(path: Path, table: ThroughputTable, rng: np.random.Generator,
     """A Gavel trace (10-column physical_cluster form or 7-column msr form, TSV)."""
     rows = []
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise DataError(f"{path}: cannot open trace: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -136,11 +180,15 @@ def load_gavel(path: Path, table: ThroughputTable, rng: np.random.Generator,
             raise DataError(f"{path}: row {n}: expected 7 or 10 tab-separated columns, got {len(cols)}")
         vals = {"total_steps": steps_s, "arrival_time": arr_s, "scale_factor": sf_s}
         steps = _num(path, n, vals, "total_steps")
-        arrival = _num(path, n, vals, "arrival_time")
-        sf = int(_num(path, n, vals, "scale_factor", minimum=1))
+        arrival = _num(path, n, vals, "arrival_time", maximum=MAX_SECONDS)
+        sf = _whole(path, n, vals, "scale_factor", 1)
         tput = table.isolated[REFERENCE_TYPE].get((jt, table.scale_factor(jt, sf)))
         if not tput:
             raise DataError(f"{path}: row {n}: job type {jt!r} has no {REFERENCE_TYPE} throughput")
+        if steps / tput > MAX_SECONDS:
+            raise DataError(f"{path}: row {n}: column 'total_steps': {steps:g} steps take "
+                            f"{steps / tput:,.0f} s on {REFERENCE_TYPE}, over the simulator's "
+                            f"limit of {LIMIT_TEXT}")
         rows.append((arrival, max(steps / tput, 1.0), sf, jt))
     rows.sort(key=lambda r: r[0])
     t0 = rows[0][0] if rows else 0.0
@@ -157,11 +205,13 @@ def load_alibaba(path: Path, table: ThroughputTable, rng: np.random.Generator) -
            "deletion_time", "scheduled_time")
     raw = []
     for n, row in _rows(path, req):
-        gpus = int(_num(path, n, row, "num_gpu"))
+        gpus = _whole(path, n, row, "num_gpu", 0)
         milli = _num(path, n, row, "gpu_milli")
-        created = _num(path, n, row, "creation_time")
-        sched = _num(path, n, row, "scheduled_time") if row["scheduled_time"].strip() else 0.0
-        deleted = _num(path, n, row, "deletion_time") if row["deletion_time"].strip() else 0.0
+        created = _num(path, n, row, "creation_time", maximum=MAX_SECONDS)
+        sched = (_num(path, n, row, "scheduled_time", maximum=MAX_SECONDS)
+                 if row["scheduled_time"].strip() else 0.0)
+        deleted = (_num(path, n, row, "deletion_time", maximum=MAX_SECONDS)
+                   if row["deletion_time"].strip() else 0.0)
         if gpus <= 0 or deleted <= 0 or (sched <= 0 and created > 0):
             continue  # CPU-only or never ran
         begin = sched if sched > 0 else created

@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+MAX_HOSTS = 1_000_000  # a larger expression is a typo, not a cluster: refused before expanding
 
 
 def _split_top_level(expr: str) -> list[str]:
@@ -43,8 +44,13 @@ def _expand_one(name: str) -> list[str]:
         lo, hi = m[1], m[2] or m[1]
         if int(hi) < int(lo):
             raise ValueError(f"descending range {rng!r} in hostlist element {name!r}")
+        if int(hi) - int(lo) >= MAX_HOSTS:
+            raise ValueError(f"range {rng!r} in hostlist element {name!r} names more than "
+                             f"{MAX_HOSTS:,} hosts")
         for i in range(int(lo), int(hi) + 1):
             out.extend(_expand_one(f"{head}{str(i).zfill(len(lo))}{tail}"))
+            if len(out) > MAX_HOSTS:
+                raise ValueError(f"hostlist element {name[:60]!r} names more than {MAX_HOSTS:,} hosts")
     return out
 
 
@@ -52,7 +58,12 @@ def expand(expr: str) -> list[str]:
     """Expand "a100-[1-2,4],r[1-2]n1" into names (zero padding kept); ValueError if malformed."""
     if expr.strip() in ("", "(null)"):
         return []
-    return [n for part in _split_top_level(expr.strip()) for n in _expand_one(part)]
+    names: list[str] = []
+    for part in _split_top_level(expr.strip()):
+        names.extend(_expand_one(part))
+        if len(names) > MAX_HOSTS:
+            raise ValueError(f"hostlist {expr[:60]!r} names more than {MAX_HOSTS:,} hosts")
+    return names
 
 
 def compress(names: list[str]) -> str:

@@ -89,3 +89,44 @@ def test_partition_nodes_may_be_a_list_as_the_simulator_reads_them() -> None:
     doc["partitions"] = [{"name": "gpu", "nodes": ["a100-9"]}]
     with pytest.raises(ConfigError, match=r"partitions\[0\]\.nodes: unknown nodes a100-9"):
         parse_spec(doc)
+
+
+GROUP = {"name": "a-1", "gpu_type": "a100", "gpus": 1}
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"colour": "blue", "nodes": [GROUP]}, "c.toml: unknown key(s) 'colour'; known: name"),
+        ({"nodes": [{**GROUP, "gpu": 4}]},
+         "c.toml: nodes[0]: unknown key(s) 'gpu' (did you mean 'gpus'?)"),
+        ({"nodes": [GROUP], "accounts": [{"name": "a", "share": 5}]},
+         "c.toml: accounts[0]: unknown key(s) 'share' (did you mean 'shares'?)"),
+        ({"nodes": [GROUP], "partitions": [{"name": "p", "node": "ALL"}]},
+         "c.toml: partitions[0]: unknown key(s) 'node'"),
+        ({"nodes": [GROUP], "partitions": ["gpu"]}, "c.toml: partitions[0]: expected a table"),
+        ({"nodes": [GROUP], "accounts": [3]}, "c.toml: accounts[0]: expected a table"),
+        ({"nodes": [{"gpu_type": "t4", "gpus": 4}]},
+         "c.toml: nodes[0]: missing required field 'name'"),
+        ({"nodes": [{**GROUP, "gpus": True}]}, "c.toml: nodes[0].gpus: expected int"),
+        ({"nodes": [{**GROUP, "mps": -4}]}, "c.toml: nodes[0].mps: must be 0 or more"),
+        ({"nodes": [GROUP], "accounts": [{"name": "a", "shares": -2}]},
+         "c.toml: accounts[0].shares: must be positive"),
+    ],
+)
+def test_spec_errors_name_the_file_table_and_key(doc: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        parse_spec(doc, "c.toml")
+    assert str(exc.value).startswith(message)
+
+
+def test_the_simulators_billing_table_is_accepted_and_ignored() -> None:
+    spec = parse_spec({"nodes": [GROUP], "billing": {"a100": 4.0}}, "c.toml")
+    assert spec.gpu_types == ["a100"]
+
+
+def test_a_spec_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    bad = tmp_path / "c_bin.toml"
+    bad.write_bytes(b"name = \"\xff\"\n")
+    with pytest.raises(ConfigError, match=r"c_bin.toml: not UTF-8 text \(invalid start byte at byte 8\)"):
+        load_spec(bad)

@@ -113,7 +113,7 @@ def test_bad_gpus_entries_are_named(
     ("--start", "-3", "x>=0"),
     ("--jobs", "-5", "x>=1"),
     ("--jobs", "0", "x>=1"),
-    ("--tile", "-5", "x>=0"),
+    ("--tile", "-5", "0<=x<=10000000"),
     ("--load", "0", "x>0.0"),
     ("--load", "-1", "x>0.0"),
     ("--load", "nan", "not a finite number"),

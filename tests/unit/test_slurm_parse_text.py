@@ -91,6 +91,13 @@ def test_hostlist() -> None:
         expand_hostlist("n[a-b]")
 
 
+def test_hostlist_too_large_is_refused_before_expanding() -> None:
+    assert len(expand_hostlist("n[1-1000][1-1000]")) == 1_000_000
+    for expr in ("n[1-99999999999]", "n[1-1000][1-1000][1-1000]", "a[1-600000],b[1-600000]"):
+        with pytest.raises(SlurmParseError, match="more than 1,000,000 hosts"):
+            expand_hostlist(expr)
+
+
 @pytest.mark.parametrize("local", ["local-22.05", "local-24.11"])
 def test_partitions_from_local_cluster(fixtures_dir: Path, local: str) -> None:
     parts = parse_scontrol_partitions(cap(fixtures_dir, local, "scontrol-show-partition.txt"))

@@ -1,7 +1,12 @@
-"""The cluster spec file (TOML): nodes by GPU type, partitions, accounts. Validated here."""
+"""The cluster spec file (TOML): nodes by GPU type, partitions, accounts. Validated here.
+
+An unknown key is refused (a typo never passes silently); ``[billing]`` is the simulator's
+(`hase simulate --cluster`) and is ignored here. Errors name the file, the table and the key.
+"""
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -11,6 +16,12 @@ from typing import Any
 
 from slurm_hase.errors import ConfigError
 from slurm_hase.slurm import hostlist
+
+# Keys of each table; `billing` (top level) is read by the simulator only.
+_TOP_KEYS = ("name", "port_base", "slurmd_port_base", "nodes", "partitions", "accounts", "billing")
+_NODE_KEYS = ("name", "gpu_type", "gpus", "cpus", "memory_mb", "features", "mps")
+_PARTITION_KEYS = ("name", "nodes", "default")
+_ACCOUNT_KEYS = ("name", "shares", "users")
 
 
 @dataclass(frozen=True)
@@ -90,16 +101,31 @@ def _field(table: Mapping[str, Any], key: str, kind: type, where: str, default: 
     return value
 
 
+def _known_keys(table: Mapping[str, Any], known: tuple[str, ...], where: str) -> None:
+    """ConfigError naming the keys of `table` not in `known`, with the closest known key."""
+    if bad := [k for k in table if k not in known]:
+        close = difflib.get_close_matches(bad[0], known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(map(repr, bad))}{hint}; known: "
+                          f"{', '.join(known)}")
+
+
+def _table(raw: object, where: str, known: tuple[str, ...]) -> Mapping[str, Any]:
+    """`raw` as a table with only `known` keys; ConfigError naming `where` otherwise."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: expected a table, got {raw!r}")
+    _known_keys(raw, known, where)
+    return raw
+
+
 def _positive(value: int, where: str) -> int:
     if value <= 0:
         raise ConfigError(f"{where}: must be positive, got {value}")
     return value
 
 
-def _node_group(raw: Mapping[str, Any], index: int) -> NodeGroup:
-    where = f"nodes[{index}]"
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"{where}: expected a table")
+def _node_group(raw: object, where: str) -> NodeGroup:
+    raw = _table(raw, where, _NODE_KEYS)
     expr = _field(raw, "name", str, where)
     try:
         names = tuple(hostlist.expand(expr))
@@ -120,12 +146,19 @@ def _node_group(raw: Mapping[str, Any], index: int) -> NodeGroup:
         cpus=_positive(_field(raw, "cpus", int, where, 8), f"{where}.cpus"),
         memory_mb=_positive(_field(raw, "memory_mb", int, where, 8000), f"{where}.memory_mb"),
         features=tuple(features),
-        mps=_field(raw, "mps", int, where, 0),
+        mps=_mps(_field(raw, "mps", int, where, 0), f"{where}.mps"),
     )
 
 
+def _mps(value: int, where: str) -> int:
+    if value < 0:
+        raise ConfigError(f"{where}: must be 0 or more, got {value}")
+    return value
+
+
 def parse_spec(data: Mapping[str, Any], source: str = "<spec>") -> ClusterSpec:
-    """Validate a decoded TOML document; ConfigError names the bad field."""
+    """Validate a decoded TOML document; ConfigError names the file (`source`) and the field."""
+    _known_keys(data, _TOP_KEYS, source)
     name = _field(data, "name", str, source, "hase")
     port_base = _field(data, "port_base", int, source, 16817)
     slurmd_base = _field(data, "slurmd_port_base", int, source, 17001)
@@ -133,14 +166,15 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>") -> ClusterSpec:
         if not 1024 <= port <= 65000:
             raise ConfigError(f"{source}.{key}: port {port} outside 1024..65000")
     raw_nodes = _field(data, "nodes", list, source)
-    groups = tuple(_node_group(raw, i) for i, raw in enumerate(raw_nodes))
+    groups = tuple(_node_group(raw, f"{source}: nodes[{i}]") for i, raw in enumerate(raw_nodes))
     all_names = [n for g in groups for n in g.names]
     dupes = sorted({n for n in all_names if all_names.count(n) > 1})
     if dupes:
         raise ConfigError(f"{source}.nodes: node names repeated: {', '.join(dupes)}")
     partitions = []
     for i, raw in enumerate(_field(data, "partitions", list, source, [{"name": "gpu"}])):
-        where = f"partitions[{i}]"
+        where = f"{source}: partitions[{i}]"
+        raw = _table(raw, where, _PARTITION_KEYS)
         nodes = raw.get("nodes", "ALL")
         try:  # "ALL", a hostlist or a list of them (the simulator reads the same)
             members = hostlist.members(nodes, all_names)
@@ -153,7 +187,8 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>") -> ClusterSpec:
         ))
     accounts = []
     for i, raw in enumerate(_field(data, "accounts", list, source, [])):
-        where = f"accounts[{i}]"
+        where = f"{source}: accounts[{i}]"
+        raw = _table(raw, where, _ACCOUNT_KEYS)
         users = _field(raw, "users", list, where, ["root"])
         accounts.append(AccountSpec(
             name=_field(raw, "name", str, where),
@@ -170,9 +205,11 @@ def load_spec(path: str | Path | None = None) -> ClusterSpec:
         source = "default_cluster.toml"
     else:
         try:
-            text = Path(path).read_text()
+            text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot read cluster spec {path}: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         source = str(path)
     try:
         data = tomllib.loads(text)
