@@ -17,7 +17,7 @@ from slurm_hase.slurm import commands
 from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.runner import CommandResult
-from slurm_hase.slurm.types import JobUpdate, SchedulerDepths
+from slurm_hase.slurm.types import JobState, JobUpdate, SchedulerDepths
 from tests.conftest import slurm_capture
 
 
@@ -40,6 +40,9 @@ class FakeRunner:
 
 
 pytestmark = pytest.mark.usefixtures("utc")
+
+
+LOCAL = ["local-22.05", "local-24.11"]  # captured from this project's local cluster
 
 
 def cap(fixtures_dir: Path, version: str, name: str) -> str:
@@ -84,6 +87,23 @@ def test_version_is_detected_once_and_lazily(fixtures_dir: Path) -> None:
     assert pinned.version_tuple() == (22, 5) and pinned.version() == "22.05"
 
 
+@pytest.mark.parametrize("local", LOCAL)
+def test_accounting_reads_real_unit_separated_sacct(fixtures_dir: Path, local: str) -> None:
+    raw = cap(fixtures_dir, local, "sacct-unit-separator.txt")  # capture-local.sh, as asked
+    header, *lines = raw.splitlines()
+    ids = [line.split("\x1f", 1)[0] for line in lines]
+    argv = tuple(commands.sacct_parsable(job_ids=ids))
+    assert "\x1f" in header and header.split("\x1f") == argv[-1].split(",")
+    recs = {r.name: r for r in CommandBackend(FakeRunner({argv: ok(raw)})).accounting(job_ids=ids)}
+    assert sorted(recs) == ["sep-a100", "sep-fail", "sep-mps", "sep-pipe"]
+    assert recs["sep-a100"].state is JobState.COMPLETED and recs["sep-a100"].alloc_gpus == {"a100": 1}
+    assert recs["sep-fail"].state is JobState.FAILED and recs["sep-fail"].exit_code == "3:0"
+    assert recs["sep-mps"].alloc_tres.get("gres/mps") == "50" and recs["sep-mps"].alloc_gpus == {}
+    pipe = recs["sep-pipe"]  # '|' inside fields: why the backend asks for \x1f
+    assert pipe.constraints == "a100|v100" and '"note":"a|b"' in pipe.comment
+    assert all(r.account in ("teama", "teamb") and r.end_time for r in recs.values())
+
+
 def test_accounting_uses_unit_separator(fixtures_dir: Path) -> None:
     raw = cap(fixtures_dir, "22.05", "sacct-parsable.txt").replace("|", "\x1f")
     argv = tuple(commands.sacct_parsable(since="now-2hours", until="now"))
@@ -110,9 +130,6 @@ def test_update_job_skips_empty_and_runs_set_fields() -> None:
     assert runner.calls == []
     backend.update_job("9", JobUpdate(nice=10, features="volta"))
     assert len(runner.calls) == 1
-
-
-LOCAL = ["local-22.05", "local-24.11"]  # captured from this project's local cluster
 
 
 @pytest.mark.parametrize("local", LOCAL)
