@@ -127,6 +127,13 @@ def from_mapping(
         if key in s:
             out[key] = int(_num("schedd", key, s[key], lo, hi))
     _check_nice_range(out.get("nice_zero", NICE_MAX), out.get("nice_scale", 1))
+    backoff = out.get("backoff_s", DaemonConfig.backoff_s)
+    backoff_max = out.get("backoff_max_s", DaemonConfig.backoff_max_s)
+    if backoff_max < backoff:
+        raise ConfigError(f"[schedd] backoff_max_s ({backoff_max:g}"
+                          f"{'' if 'backoff_max_s' in out else ', the default'}) is below "
+                          f"backoff_s ({backoff:g}): the first wait after a failure is backoff_s, "
+                          "later waits double up to backoff_max_s")
     for key in ("dry_run", "batch_updates", "requeue"):
         if key in s:
             if not isinstance(s[key], bool):

@@ -130,7 +130,11 @@ def cross_validate(
         held = set(test)
         tr = [m for i, m in enumerate(rows) if i not in held]
         te = [rows[i] for i in test]
-        model = train(tr, rounds=rounds or NUM_ROUNDS, with_p90=False)
+        try:
+            model = train(tr, rounds=rounds or NUM_ROUNDS, with_p90=False)
+        except DataError as exc:
+            raise DataError(f"split {split}, fold {done} of {len(test_sets)} ({len(te)} rows held "
+                            f"out, {len(tr)} left to train on): {exc}") from exc
         for i, p in zip(test, predict_rows(model, te), strict=True):
             ours[i] = p
         if baseline:

@@ -52,6 +52,8 @@ def test_nice_range_fits_slurms_limit_at_the_edge() -> None:
     ({"polcy": {}}, "unknown section"),
     # levels would reach Nice -100000 x 30000 = -3e9, beyond Slurm's +-2147483645
     ({"schedd": {"nice_scale": 30_000}}, "nice_scale needs to be at most 21474"),
+    ({"schedd": {"backoff_s": 60, "backoff_max_s": 30}}, r"backoff_max_s \(30\) is below backoff_s"),
+    ({"schedd": {"backoff_s": 600}}, r"backoff_max_s \(300, the default\) is below backoff_s \(600\)"),
 ])
 def test_bad_configs_are_refused(doc: dict[str, object], match: str) -> None:
     with pytest.raises(ConfigError, match=match):

@@ -227,3 +227,9 @@ def test_versions_and_gpus_print_json(tmp_path: Path, small_model,  # type: igno
     gpus = {g["key"]: g for g in json.loads(out)}
     assert code == 0 and len(gpus) >= 20
     assert gpus["a100"]["memory_gb"] > 0 and gpus["a100"]["source"]
+
+
+def test_cross_validation_says_which_fold_is_too_small(rows: list[Measurement]) -> None:
+    with pytest.raises(DataError, match=r"split random, fold 1 of 5 \(3 rows held out, 9 left to "
+                                        r"train on\): need at least 10 measurements"):
+        cross_validate(rows[:12], "random", baseline=False)
