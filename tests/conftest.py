@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,3 +52,15 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def slurm_capture(fixtures: Path, version: str, name: str) -> str:
     """A real captured Slurm output file from tests/fixtures/slurm/<version>/."""
     return (fixtures / "slurm" / version / name).read_text()
+
+
+@pytest.fixture()
+def busy_port() -> Iterator[int]:
+    """A port another socket is listening on."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    try:
+        yield int(sock.getsockname()[1])
+    finally:
+        sock.close()

@@ -29,7 +29,6 @@ ConfigError naming the file, the table and the key.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 import tomllib
@@ -42,6 +41,7 @@ from typing import Any
 from slurm_hase.errors import ConfigError, UnknownGpuError
 from slurm_hase.predict.catalog import resolve_gpu
 from slurm_hase.slurm import hostlist
+from slurm_hase.slurm.localcluster.spec import check_known_keys
 
 MAX_GPUS_PER_TYPE = 1_000_000  # GPUs of one type in a simulated cluster
 MAX_NODES = 1_000_000  # nodes in a simulated cluster
@@ -133,7 +133,7 @@ def uniform_cluster(gpus_by_type: Mapping[str, int], gpus_per_node: int = 4,
 
 def parse_cluster(data: Mapping[str, Any], where: str = "cluster") -> ClusterSpec:
     """Build a ClusterSpec from parsed TOML; ConfigError names the bad table and key."""
-    _known_keys(data, _TOP_KEYS, where)
+    check_known_keys(data, _TOP_KEYS, where)
     groups = data.get("nodes")
     if not isinstance(groups, list) or not groups:
         raise ConfigError(f"{where}: needs at least one [[nodes]] table")
@@ -152,7 +152,7 @@ def parse_cluster(data: Mapping[str, Any], where: str = "cluster") -> ClusterSpe
     part_of: dict[str, list[str]] = {}
     for i, p in enumerate(_tables(data, "partitions", where)):
         here = f"{where}: partitions[{i}]"
-        _known_keys(p, _PARTITION_KEYS, here)
+        check_known_keys(p, _PARTITION_KEYS, here)
         if not isinstance(p.get("name"), str) or not p["name"]:
             raise ConfigError(f"{here}.name: missing or not a string")
         if not isinstance(p.get("default", False), bool):
@@ -172,7 +172,7 @@ def _shares(data: Mapping[str, Any], where: str) -> dict[str, float]:
     shares: dict[str, float] = {}
     for i, a in enumerate(_tables(data, "accounts", where)):
         here = f"{where}: accounts[{i}]"
-        _known_keys(a, _ACCOUNT_KEYS, here)
+        check_known_keys(a, _ACCOUNT_KEYS, here)
         name = a.get("name")
         if not isinstance(name, str) or not name:
             raise ConfigError(f"{here}.name: missing or not a string")
@@ -222,15 +222,6 @@ def _tables(data: Mapping[str, Any], key: str, where: str) -> list[dict[str, Any
     return value
 
 
-def _known_keys(table: Mapping[str, Any], known: tuple[str, ...], here: str) -> None:
-    """ConfigError naming the keys of `table` not in `known` (a typo never passes silently)."""
-    if bad := [k for k in table if k not in known]:
-        close = difflib.get_close_matches(bad[0], known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ConfigError(f"{here}: unknown key(s) {', '.join(map(repr, bad))}{hint}; known: "
-                          f"{', '.join(known)}")
-
-
 def _int(g: Mapping[str, Any], key: str, here: str, default: int) -> int:
     """An integer field (not a boolean) of a [[nodes]] table."""
     value = g.get(key, default)
@@ -257,7 +248,7 @@ def _node_group(g: object, here: str, room: int) -> list[NodeSpec]:
     """The nodes of one [[nodes]] table (partitions filled in by the caller); at most `room`."""
     if not isinstance(g, dict):
         raise ConfigError(f"{here}: not a table")
-    _known_keys(g, _NODE_KEYS, here)
+    check_known_keys(g, _NODE_KEYS, here)
     if not isinstance(g.get("gpu_type"), str):
         raise ConfigError(f"{here}.gpu_type: missing or not a string")
     gtype = canonical_type(g["gpu_type"], f"{here}.gpu_type")

@@ -5,25 +5,12 @@ from __future__ import annotations
 
 import socket
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from slurm_hase.daemon.metrics import Metrics, serve_metrics
 from slurm_hase.errors import ConfigError
-
-
-@pytest.fixture()
-def busy_port() -> Iterator[int]:
-    """A port another socket is listening on."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen()
-    try:
-        yield int(sock.getsockname()[1])
-    finally:
-        sock.close()
 
 
 def test_a_port_in_use_names_the_port(busy_port: int) -> None:

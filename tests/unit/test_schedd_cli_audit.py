@@ -4,8 +4,6 @@ what --dry-run writes."""
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,17 +25,6 @@ def _fake_slurm(monkeypatch: pytest.MonkeyPatch) -> FakeBackend:
     backend = FakeBackend()
     monkeypatch.setattr(schedd_cmd, "_backend", lambda: backend)
     return backend
-
-
-@pytest.fixture()
-def busy_port() -> Iterator[int]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen()
-    try:
-        yield int(sock.getsockname()[1])
-    finally:
-        sock.close()
 
 
 def _cfg(tmp_path: Path, body: str) -> Path:

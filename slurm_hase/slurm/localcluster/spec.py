@@ -101,8 +101,9 @@ def _field(table: Mapping[str, Any], key: str, kind: type, where: str, default: 
     return value
 
 
-def _known_keys(table: Mapping[str, Any], known: tuple[str, ...], where: str) -> None:
-    """ConfigError naming the keys of `table` not in `known`, with the closest known key."""
+def check_known_keys(table: Mapping[str, Any], known: tuple[str, ...], where: str) -> None:
+    """ConfigError naming the keys of `table` not in `known`, with the closest known key (a
+    typo never passes silently); also used by the simulator's cluster files."""
     if bad := [k for k in table if k not in known]:
         close = difflib.get_close_matches(bad[0], known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -114,7 +115,7 @@ def _table(raw: object, where: str, known: tuple[str, ...]) -> Mapping[str, Any]
     """`raw` as a table with only `known` keys; ConfigError naming `where` otherwise."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{where}: expected a table, got {raw!r}")
-    _known_keys(raw, known, where)
+    check_known_keys(raw, known, where)
     return raw
 
 
@@ -158,7 +159,7 @@ def _mps(value: int, where: str) -> int:
 
 def parse_spec(data: Mapping[str, Any], source: str = "<spec>") -> ClusterSpec:
     """Validate a decoded TOML document; ConfigError names the file (`source`) and the field."""
-    _known_keys(data, _TOP_KEYS, source)
+    check_known_keys(data, _TOP_KEYS, source)
     name = _field(data, "name", str, source, "hase")
     port_base = _field(data, "port_base", int, source, 16817)
     slurmd_base = _field(data, "slurmd_port_base", int, source, 17001)
