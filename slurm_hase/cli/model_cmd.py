@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -13,48 +12,15 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.core import ParameterSource
 
+from slurm_hase.cli.clickio import OutputFile, QuietPipeGroup, utf8_text
+
 if TYPE_CHECKING:
     from slurm_hase.predict.api import Prediction, Predictor
     from slurm_hase.predict.dataset import Measurement
     from slurm_hase.predict.descriptor import WorkloadDescriptor
 
 
-class OutputFile(click.Path):
-    """A file the command writes: checked while the options are parsed, before any work starts
-    (not a folder, writable if it exists, its folder exists and is writable)."""
-
-    def __init__(self) -> None:
-        super().__init__(dir_okay=False, writable=True)
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        path = super().convert(value, param, ctx)
-        folder = Path(os.fsdecode(path)).parent
-        if not folder.is_dir():
-            self.fail(f"{os.fsdecode(path)}: folder {str(folder)!r} does not exist", param, ctx)
-        if not os.access(folder, os.W_OK | os.X_OK):
-            self.fail(f"{os.fsdecode(path)}: folder {str(folder)!r} is not writable", param, ctx)
-        return path
-
-
-def _reader_gone() -> None:
-    """stdout's reader has gone (`hase model gpus | head -1`): what is still buffered goes to
-    /dev/null, so the interpreter's last flush cannot fail again."""
-    with contextlib.suppress(OSError, ValueError):
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
-class ModelGroup(click.Group):
-    """`hase model`: a closed output pipe ends a command quietly with exit 0, as Unix tools do."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except BrokenPipeError:
-            _reader_gone()
-            raise click.exceptions.Exit(0) from None
-
-
-@click.group(name="model", cls=ModelGroup)
+@click.group(name="model", cls=QuietPipeGroup)
 def model() -> None:
     """Train, evaluate and query the performance predictor."""
 
@@ -294,7 +260,7 @@ def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
     if sacct_json:
         from slurm_hase.slurm.parse_json_sacct import parse_sacct_json
 
-        records = parse_sacct_json(_utf8_text(sacct_json, "--sacct-json"))
+        records = parse_sacct_json(utf8_text(sacct_json, "--sacct-json"))
     else:
         from slurm_hase.cli.slurm_env import check_slurm_conf
         from slurm_hase.slurm.command_backend import CommandBackend
@@ -312,22 +278,6 @@ def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
     pred = refit(base, got.rows)
     _store(pred, out, registry, "refit", f"refit model -> {out}",
            rows=(got.rows, save_rows) if save_rows else None)
-
-
-def _utf8_text(path: str, option: str) -> str:
-    """A text input file's contents; DataError (exit 2) naming the option when it cannot be
-    read or is not UTF-8."""
-    from slurm_hase.errors import DataError
-
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise DataError(f"{option} {path}: cannot read ({exc.strerror or exc})") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{option} {path}: not UTF-8 text (byte {data[exc.start]:#04x} at "
-                        f"offset {exc.start})") from None
 
 
 def _check_registry(registry: str | None) -> None:

@@ -6,9 +6,7 @@ import hashlib
 import json
 import logging
 import os
-import re
 import shlex
-import shutil
 import signal
 import time
 from dataclasses import replace
@@ -17,12 +15,20 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from slurm_hase.cli.schedd_checks import (
+    existing_store,
+    slurm_job_id,
+    state_folder,
+    textfile_folder,
+    unit_exec,
+    unit_slurm_conf,
+)
 from slurm_hase.cli.slurm_env import check_slurm_conf
-from slurm_hase.daemon.config import DEFAULT_DB, DaemonConfig, load_config
-from slurm_hase.errors import ConfigError, SlurmError, StoreError
+from slurm_hase.daemon.config import DaemonConfig, load_config
+from slurm_hase.errors import ConfigError, SlurmError
 
 if TYPE_CHECKING:
-    from slurm_hase.store.state import StateStore
+    pass
 
 DEFAULT_CONFIG = "/etc/slurm-hase/schedd.toml"  # where render-unit's service looks by default
 CONFIG_OPT = click.option("--config", "config_path", type=click.Path(dir_okay=False),
@@ -33,86 +39,6 @@ DB_OPT = click.option("--state-db", default=None, help="State store path (overri
 def _config(path: str | None, state_db: str | None = None) -> DaemonConfig:
     cfg = load_config(path)
     return replace(cfg, state_db=state_db) if state_db else cfg
-
-
-def _not_a_folder(state_db: str) -> None:
-    """ConfigError when the state store path names a directory."""
-    if Path(state_db).is_dir():
-        raise ConfigError(f"state store {state_db} is a directory, not a database file "
-                          "(fix --state-db / [schedd] state_db)")
-
-
-def _existing_store(cfg: DaemonConfig) -> StateStore:
-    """Open the state store; StoreError (and no file created) when there is none."""
-    from slurm_hase.store.state import StateStore
-
-    _not_a_folder(cfg.state_db)
-    if not Path(cfg.state_db).is_file():
-        raise StoreError(f"no state store at {cfg.state_db} (has the daemon run?)")
-    return StateStore(cfg.state_db)
-
-
-def _state_folder(state_db: str) -> None:
-    """The store's folder must exist: the default one (/var/lib/slurm-hase, which the unit's
-    StateDirectory= also makes) is created, any other missing one is refused, naming it."""
-    if state_db == ":memory:":
-        return
-    _not_a_folder(state_db)
-    folder = Path(state_db).parent
-    if state_db == DEFAULT_DB and not folder.exists():
-        try:
-            folder.mkdir(parents=True, mode=0o755)
-        except OSError as exc:
-            raise StoreError(f"cannot create {folder} for the state store: "
-                             f"{exc.strerror or exc}") from exc
-    if not folder.is_dir():
-        raise ConfigError(f"state store {state_db}: folder {folder} does not exist (create it "
-                          "first, or fix --state-db / [schedd] state_db)")
-
-
-def _textfile_folder(textfile: str) -> None:
-    """The metrics textfile's folder must exist and be writable (never created)."""
-    target = Path(textfile)
-    if target.is_dir():
-        raise ConfigError(f"[schedd.metrics] textfile: {textfile} is a directory")
-    if not target.parent.is_dir():
-        raise ConfigError(f"[schedd.metrics] textfile: folder {target.parent} does not exist")
-    if not os.access(target.parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"[schedd.metrics] textfile: folder {target.parent} is not writable")
-
-
-def _job_id(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
-    """A Slurm job id as the daemon records it: a positive number (leading zeros dropped)."""
-    if re.fullmatch(r"\d+_(\d+|\[[^\]]*\])", value):
-        raise click.BadParameter(
-            f"{value!r} is an array task; the daemon records each job under its own numeric "
-            f"job id (`squeue -h -o %A -j {value}` prints it)")
-    if not (value.isascii() and value.isdigit()) or int(value) == 0:
-        raise click.BadParameter(f"{value!r} is not a Slurm job id (a positive number, e.g. 4242)")
-    return str(int(value))
-
-
-def _unit_exec(value: str) -> str:
-    """--exec for ExecStart=: an absolute path, or a bare name found on PATH (made absolute)."""
-    if os.path.isabs(value):
-        return value
-    if "/" in value:
-        raise ConfigError(f"--exec {value!r}: give an absolute path (systemd refuses a relative "
-                          "executable path)")
-    found = shutil.which(value)
-    if found is None:
-        raise ConfigError(f"--exec {value!r}: not found on PATH; give the absolute path of `hase`")
-    return os.path.abspath(found)
-
-
-def _unit_slurm_conf(value: str) -> str:
-    """--slurm-conf must name an existing file; made absolute (the unit runs in /)."""
-    path = Path(value)
-    if not path.exists():
-        raise ConfigError(f"--slurm-conf {value}: no such file")
-    if not path.is_file():
-        raise ConfigError(f"--slurm-conf {value}: not a regular file")
-    return str(path.absolute())
 
 
 def _hold_store(state_db: str) -> None:
@@ -231,8 +157,8 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
     serve, textfile = daemon_pid is None and cfg.metrics_port > 0, (
         cfg.metrics_textfile if daemon_pid is None else None)
     if textfile:
-        _textfile_folder(textfile)
-    _state_folder(cfg.state_db)
+        textfile_folder(textfile)
+    state_folder(cfg.state_db)
     # one daemon per store, held until this process ends; a dry run changes nothing in Slurm
     # and may look on beside the running daemon
     if not cfg.dry_run:
@@ -315,7 +241,7 @@ def status_cmd(as_json: bool, cycles: int, config_path: str | None, state_db: st
     from slurm_hase.store.lock import holder
 
     cfg = _config(config_path, state_db)
-    store = _existing_store(cfg)
+    store = existing_store(cfg)
     data = {"state_db": cfg.state_db, "policy": cfg.policy, "cycles": store.cycles(cycles),
             "daemon_pid": holder(cfg.state_db),
             "owned_jobs": len(store.owned()), "model": _model_info(store.latest_model()),
@@ -344,7 +270,7 @@ def status_cmd(as_json: bool, cycles: int, config_path: str | None, state_db: st
 
 
 @schedd.command(name="job")
-@click.argument("job_id", callback=_job_id)
+@click.argument("job_id", callback=slurm_job_id)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
               help="How many of the newest decisions.")
@@ -363,7 +289,7 @@ def job_cmd(job_id: str, as_json: bool, limit: int, config_path: str | None,
       hase schedd job 4242 --json --limit 100
     """
     cfg = _config(config_path, state_db)
-    store = _existing_store(cfg)
+    store = existing_store(cfg)
     rows = store.job_history(job_id, limit)
     held = store.owned().get(job_id)
     if as_json:
@@ -406,7 +332,7 @@ def reset_cmd(dry_run: bool, config_path: str | None, state_db: str | None) -> N
 
     check_slurm_conf(os.environ)
     cfg = _config(config_path, state_db)
-    store = _existing_store(cfg)
+    store = existing_store(cfg)
     # a running daemon would put the attributes back at its next cycle: refuse while one runs
     if not dry_run:
         _hold_store(cfg.state_db)
@@ -445,9 +371,9 @@ def render_unit_cmd(config_path: str | None, user: str, slurm_conf: str | None,
     if config_path:
         load_config(config_path)  # refuse to install a unit for a broken config
     text = render_unit(config_path=cfg_path,
-                       exec_start=_unit_exec(exec_start) if exec_start is not None else None,
+                       exec_start=unit_exec(exec_start) if exec_start is not None else None,
                        user=user,
-                       slurm_conf=_unit_slurm_conf(slurm_conf) if slurm_conf is not None else None)
+                       slurm_conf=unit_slurm_conf(slurm_conf) if slurm_conf is not None else None)
     if output:
         write_unit(output, text)
     else:

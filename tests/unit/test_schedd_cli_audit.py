@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from slurm_hase.cli import schedd_cmd
+from slurm_hase.cli import schedd_checks, schedd_cmd
 from slurm_hase.cli.main import cli
 from slurm_hase.daemon.fake import FakeBackend
 from slurm_hase.store.lock import StoreLock
@@ -119,7 +119,7 @@ def test_a_missing_state_folder_is_refused_not_created(dry: list[str], tmp_path:
 def test_the_default_state_folder_is_still_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    capsys: Capsys) -> None:
     default = tmp_path / "var" / "lib" / "slurm-hase" / "schedd.db"
-    monkeypatch.setattr(schedd_cmd, "DEFAULT_DB", str(default))
+    monkeypatch.setattr(schedd_checks, "DEFAULT_DB", str(default))
     code, _, err = run_main(["schedd", "run", "--once", "--dry-run", "--config",
                              str(_cfg(tmp_path, "")), "--state-db", str(default)], capsys)
     assert code == 0, err

@@ -1,0 +1,64 @@
+"""Click plumbing the CLI groups share: output files checked up front, a quiet closed pipe,
+text input files read as UTF-8 with errors that name the option."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+class OutputFile(click.Path):
+    """A file the command writes: checked while the options are parsed, before any work starts
+    (not a folder, writable if it exists, its folder exists and is writable)."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, writable=True)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = super().convert(value, param, ctx)
+        folder = Path(os.fsdecode(path)).parent
+        if not folder.is_dir():
+            self.fail(f"{os.fsdecode(path)}: folder {str(folder)!r} does not exist", param, ctx)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            self.fail(f"{os.fsdecode(path)}: folder {str(folder)!r} is not writable", param, ctx)
+        return path
+
+
+def reader_gone() -> None:
+    """stdout's reader has gone (`hase model gpus | head -1`): what is still buffered goes to
+    /dev/null, so the interpreter's last flush cannot fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+class QuietPipeGroup(click.Group):
+    """A group whose commands end quietly with exit 0 when their output pipe closes, as Unix
+    tools do (`hase model gpus | head -1`)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            reader_gone()
+            raise click.exceptions.Exit(0) from None
+
+
+def utf8_text(path: str, option: str) -> str:
+    """A text input file's contents; DataError (exit 2) naming the option when it cannot be
+    read or is not UTF-8."""
+    from slurm_hase.errors import DataError
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise DataError(f"{option} {path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{option} {path}: not UTF-8 text (byte {data[exc.start]:#04x} at "
+                        f"offset {exc.start})") from None
