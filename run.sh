@@ -68,7 +68,15 @@ test_in() (
   case "$suite" in bookworm|trixie) ;; *) echo "usage: $0 test-in bookworm|trixie" >&2; exit 2 ;; esac
   root=${HASE_ROOTS_DIR:-/var/lib/slurm-hase/roots}/$suite
   if [ -x "$VENV/bin/hase" ]; then "$VENV/bin/hase" cluster down >/dev/null 2>&1 || true; fi
-  if [ ! -x "$root/usr/sbin/slurmctld" ]; then
+  if [ ! -f "$root/.hase-root-complete" ]; then
+    # a root left half-made (debootstrap interrupted) is made again, but never while anything
+    # is mounted inside it (rm -rf would go through a bind mount into the host)
+    if [ -e "$root" ]; then
+      if grep -q " $root/" /proc/mounts; then
+        echo "test-in: $root is incomplete and has mounts inside; unmount them first" >&2; exit 1
+      fi
+      rm -rf "$root"
+    fi
     if ! command -v debootstrap >/dev/null; then
       log "apt-get install debootstrap"
       DEBIAN_FRONTEND=noninteractive apt-get update -qq
@@ -78,6 +86,7 @@ test_in() (
     mkdir -p "$root"
     debootstrap --variant=minbase --include="$(echo "$APT_PACKAGES" git ca-certificates procps | tr ' ' ,)" \
       "$suite" "$root" "$mirror" >/dev/null
+    touch "$root/.hase-root-complete"
   fi
   # what apt and pip need on this network (a proxy's CA, a package mirror) carries over
   cp /etc/resolv.conf "$root/etc/resolv.conf"
