@@ -223,9 +223,9 @@ class LocalCluster:
     def _sacctmgr(self, *args: str) -> None:
         res = self.runner.run(["sacctmgr", "-i", *args], timeout_s=30)
         said = (res.stdout + res.stderr).lower()
-        # what is there already is fine: 22.05 says "Nothing new added" / "already exists";
-        # 24.11 exits 1 with "Already existing account teama on cluster hase" or, for a user
-        # already in the account, "Request didn't affect anything\nNothing added."
+        # what is there already is fine (exit 1 on both releases): 22.05 says "Nothing new
+        # added" / "already exists"; 24.11 "Already existing account teama on cluster hase" or,
+        # for a user already in the account, "Request didn't affect anything\nNothing added."
         if res.returncode != 0 and not any(
                 s in said for s in ("nothing new added", "nothing added", "already exists",
                                     "already existing")):
