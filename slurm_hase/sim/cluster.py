@@ -30,7 +30,6 @@ ConfigError naming the file, the table and the key.
 from __future__ import annotations
 
 import math
-import re
 import tomllib
 from collections import Counter
 from collections.abc import Mapping
@@ -88,6 +87,14 @@ def expand_names(expr: str) -> list[str]:
     """Slurm hostlist: "a100-[1-3,7]" -> a100-1, a100-2, a100-3, a100-7 (ConfigError if bad)."""
     try:
         return hostlist.expand(expr)
+    except ValueError as exc:
+        raise ConfigError(f"bad node name expression {expr!r}: {exc}") from exc
+
+
+def _count_names(expr: str) -> int:
+    """How many names a hostlist gives, counted without expanding it (ConfigError if bad)."""
+    try:
+        return hostlist.count(expr)
     except ValueError as exc:
         raise ConfigError(f"bad node name expression {expr!r}: {exc}") from exc
 
@@ -231,19 +238,6 @@ def _int(g: Mapping[str, Any], key: str, here: str, default: int) -> int:
     return value
 
 
-def _name_count(expr: str) -> int:
-    """How many names a hostlist expression gives, counted without expanding it (so that
-    "n[1-99999999999]" is refused before it fills the memory); hostlist.expand reads the rest."""
-    total = 0
-    for part in re.split(r",(?![^\[]*\])", expr):
-        size = 1
-        for body in re.findall(r"\[([^\]]*)\]", part):
-            ranges = [re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", r) for r in body.split(",")]
-            size *= max(sum(max(int(m[2] or m[1]) - int(m[1]) + 1, 0) for m in ranges if m), 1)
-        total += size
-    return total
-
-
 def _node_group(g: object, here: str, room: int) -> list[NodeSpec]:
     """The nodes of one [[nodes]] table (partitions filled in by the caller); at most `room`."""
     if not isinstance(g, dict):
@@ -270,7 +264,7 @@ def _node_group(g: object, here: str, room: int) -> list[NodeSpec]:
         prefix = str(g.get("name", gtype)).split("[")[0].rstrip("-")
         size = count
     elif isinstance(g.get("name"), str):
-        size = _name_count(g["name"])
+        size = _count_names(g["name"])
     else:
         raise ConfigError(f"{here}: needs name or count")
     if size > room:

@@ -28,15 +28,9 @@ def _split_top_level(expr: str) -> list[str]:
     return [p for p in (s.strip() for s in parts) if p]
 
 
-def _expand_one(name: str) -> list[str]:
-    start = name.find("[")
-    if start < 0:
-        if "]" in name:
-            raise ValueError(f"bad hostlist element {name!r}")
-        return [name]
-    end = name.find("]", start)
-    head, body, tail = name[:start], name[start + 1:end], name[end + 1:]
-    out: list[str] = []
+def _ranges(name: str, body: str) -> list[tuple[str, str]]:
+    """The (lo, hi) digit strings of a bracket body; ValueError naming a bad or descending one."""
+    out = []
     for rng in body.split(","):
         m = _RANGE.match(rng)
         if m is None:
@@ -44,26 +38,53 @@ def _expand_one(name: str) -> list[str]:
         lo, hi = m[1], m[2] or m[1]
         if int(hi) < int(lo):
             raise ValueError(f"descending range {rng!r} in hostlist element {name!r}")
-        if int(hi) - int(lo) >= MAX_HOSTS:
-            raise ValueError(f"range {rng!r} in hostlist element {name!r} names more than "
-                             f"{MAX_HOSTS:,} hosts")
-        for i in range(int(lo), int(hi) + 1):
-            out.extend(_expand_one(f"{head}{str(i).zfill(len(lo))}{tail}"))
-            if len(out) > MAX_HOSTS:
-                raise ValueError(f"hostlist element {name[:60]!r} names more than {MAX_HOSTS:,} hosts")
+        out.append((lo, hi))
     return out
 
 
-def expand(expr: str) -> list[str]:
-    """Expand "a100-[1-2,4],r[1-2]n1" into names (zero padding kept); ValueError if malformed."""
+def _split_bracket(name: str) -> tuple[str, str, str] | None:
+    """(head, bracket body, tail) of the first bracket of an element; None when it has none."""
+    start = name.find("[")
+    if start < 0:
+        if "]" in name:
+            raise ValueError(f"bad hostlist element {name!r}")
+        return None
+    end = name.find("]", start)
+    return name[:start], name[start + 1:end], name[end + 1:]
+
+
+def _count_one(name: str) -> int:
+    parts = _split_bracket(name)
+    if parts is None:
+        return 1
+    _, body, tail = parts
+    return sum(int(hi) - int(lo) + 1 for lo, hi in _ranges(name, body)) * _count_one(tail)
+
+
+def _expand_one(name: str) -> list[str]:
+    parts = _split_bracket(name)
+    if parts is None:
+        return [name]
+    head, body, tail = parts
+    return [n for lo, hi in _ranges(name, body) for i in range(int(lo), int(hi) + 1)
+            for n in _expand_one(f"{head}{str(i).zfill(len(lo))}{tail}")]
+
+
+def count(expr: str) -> int:
+    """How many names `expr` gives, counted without expanding it; ValueError if malformed."""
     if expr.strip() in ("", "(null)"):
-        return []
-    names: list[str] = []
-    for part in _split_top_level(expr.strip()):
-        names.extend(_expand_one(part))
-        if len(names) > MAX_HOSTS:
-            raise ValueError(f"hostlist {expr[:60]!r} names more than {MAX_HOSTS:,} hosts")
-    return names
+        return 0
+    return sum(_count_one(part) for part in _split_top_level(expr.strip()))
+
+
+def expand(expr: str) -> list[str]:
+    """Expand "a100-[1-2,4],r[1-2]n1" into names (zero padding kept); ValueError if malformed
+    or when it names more than MAX_HOSTS (counted first, never expanded)."""
+    n = count(expr)
+    if n > MAX_HOSTS:
+        raise ValueError(f"hostlist {expr[:60]!r} names {n:,} hosts, more than {MAX_HOSTS:,} hosts")
+    return [] if n == 0 else [name for part in _split_top_level(expr.strip())
+                              for name in _expand_one(part)]
 
 
 def compress(names: list[str]) -> str:
