@@ -40,15 +40,13 @@ from typing import Any
 from slurm_hase.errors import ConfigError, UnknownGpuError
 from slurm_hase.predict.catalog import resolve_gpu
 from slurm_hase.slurm import hostlist
+from slurm_hase.slurm.localcluster import spec
 from slurm_hase.slurm.localcluster.spec import check_known_keys
 
 MAX_GPUS_PER_TYPE = 1_000_000  # GPUs of one type in a simulated cluster
 MAX_NODES = 1_000_000  # nodes in a simulated cluster
-# Keys of each table (`hase cluster up`'s too: name, ports, cpus, memory_mb, users, default)
-_TOP_KEYS = ("name", "port_base", "slurmd_port_base", "nodes", "partitions", "accounts", "billing")
-_NODE_KEYS = ("name", "count", "gpu_type", "gpus", "features", "mps", "cpus", "memory_mb")
-_PARTITION_KEYS = ("name", "nodes", "default")
-_ACCOUNT_KEYS = ("name", "shares", "users")
+# the keys of `hase cluster up`'s spec, and a node group may give `count` instead of a hostlist
+_NODE_KEYS = ("name", "count", *(k for k in spec.NODE_KEYS if k != "name"))
 
 
 @dataclass(frozen=True)
@@ -140,7 +138,7 @@ def uniform_cluster(gpus_by_type: Mapping[str, int], gpus_per_node: int = 4,
 
 def parse_cluster(data: Mapping[str, Any], where: str = "cluster") -> ClusterSpec:
     """Build a ClusterSpec from parsed TOML; ConfigError names the bad table and key."""
-    check_known_keys(data, _TOP_KEYS, where)
+    check_known_keys(data, spec.TOP_KEYS, where)
     groups = data.get("nodes")
     if not isinstance(groups, list) or not groups:
         raise ConfigError(f"{where}: needs at least one [[nodes]] table")
@@ -159,7 +157,7 @@ def parse_cluster(data: Mapping[str, Any], where: str = "cluster") -> ClusterSpe
     part_of: dict[str, list[str]] = {}
     for i, p in enumerate(_tables(data, "partitions", where)):
         here = f"{where}: partitions[{i}]"
-        check_known_keys(p, _PARTITION_KEYS, here)
+        check_known_keys(p, spec.PARTITION_KEYS, here)
         if not isinstance(p.get("name"), str) or not p["name"]:
             raise ConfigError(f"{here}.name: missing or not a string")
         if not isinstance(p.get("default", False), bool):
@@ -179,7 +177,7 @@ def _shares(data: Mapping[str, Any], where: str) -> dict[str, float]:
     shares: dict[str, float] = {}
     for i, a in enumerate(_tables(data, "accounts", where)):
         here = f"{where}: accounts[{i}]"
-        check_known_keys(a, _ACCOUNT_KEYS, here)
+        check_known_keys(a, spec.ACCOUNT_KEYS, here)
         name = a.get("name")
         if not isinstance(name, str) or not name:
             raise ConfigError(f"{here}.name: missing or not a string")

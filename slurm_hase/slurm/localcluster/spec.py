@@ -17,11 +17,12 @@ from typing import Any
 from slurm_hase.errors import ConfigError
 from slurm_hase.slurm import hostlist
 
-# Keys of each table; `billing` (top level) is read by the simulator only.
-_TOP_KEYS = ("name", "port_base", "slurmd_port_base", "nodes", "partitions", "accounts", "billing")
-_NODE_KEYS = ("name", "gpu_type", "gpus", "cpus", "memory_mb", "features", "mps")
-_PARTITION_KEYS = ("name", "nodes", "default")
-_ACCOUNT_KEYS = ("name", "shares", "users")
+# Keys of each table (the simulator's cluster files read the same ones, plus a node group's
+# `count`); `billing` (top level) is read by the simulator only.
+TOP_KEYS = ("name", "port_base", "slurmd_port_base", "nodes", "partitions", "accounts", "billing")
+NODE_KEYS = ("name", "gpu_type", "gpus", "cpus", "memory_mb", "features", "mps")
+PARTITION_KEYS = ("name", "nodes", "default")
+ACCOUNT_KEYS = ("name", "shares", "users")
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ def _positive(value: int, where: str) -> int:
 
 
 def _node_group(raw: object, where: str) -> NodeGroup:
-    raw = _table(raw, where, _NODE_KEYS)
+    raw = _table(raw, where, NODE_KEYS)
     expr = _field(raw, "name", str, where)
     try:
         names = tuple(hostlist.expand(expr))
@@ -159,7 +160,7 @@ def _mps(value: int, where: str) -> int:
 
 def parse_spec(data: Mapping[str, Any], source: str = "<spec>") -> ClusterSpec:
     """Validate a decoded TOML document; ConfigError names the file (`source`) and the field."""
-    check_known_keys(data, _TOP_KEYS, source)
+    check_known_keys(data, TOP_KEYS, source)
     name = _field(data, "name", str, source, "hase")
     port_base = _field(data, "port_base", int, source, 16817)
     slurmd_base = _field(data, "slurmd_port_base", int, source, 17001)
@@ -175,7 +176,7 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>") -> ClusterSpec:
     partitions = []
     for i, raw in enumerate(_field(data, "partitions", list, source, [{"name": "gpu"}])):
         where = f"{source}: partitions[{i}]"
-        raw = _table(raw, where, _PARTITION_KEYS)
+        raw = _table(raw, where, PARTITION_KEYS)
         nodes = raw.get("nodes", "ALL")
         try:  # "ALL", a hostlist or a list of them (the simulator reads the same)
             members = hostlist.members(nodes, all_names)
@@ -189,7 +190,7 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>") -> ClusterSpec:
     accounts = []
     for i, raw in enumerate(_field(data, "accounts", list, source, [])):
         where = f"{source}: accounts[{i}]"
-        raw = _table(raw, where, _ACCOUNT_KEYS)
+        raw = _table(raw, where, ACCOUNT_KEYS)
         users = _field(raw, "users", list, where, ["root"])
         accounts.append(AccountSpec(
             name=_field(raw, "name", str, where),
