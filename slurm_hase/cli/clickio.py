@@ -1,5 +1,4 @@
-"""Click plumbing the CLI groups share: output files checked up front, a quiet closed pipe,
-text input files read as UTF-8 with errors that name the option."""
+"""Click plumbing the CLI groups share: output files checked up front, a quiet closed pipe."""
 
 from __future__ import annotations
 
@@ -47,18 +46,3 @@ class QuietPipeGroup(click.Group):
             reader_gone()
             raise click.exceptions.Exit(0) from None
 
-
-def utf8_text(path: str, option: str) -> str:
-    """A text input file's contents; DataError (exit 2) naming the option when it cannot be
-    read or is not UTF-8."""
-    from slurm_hase.errors import DataError
-
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise DataError(f"{option} {path}: cannot read ({exc.strerror or exc})") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{option} {path}: not UTF-8 text (byte {data[exc.start]:#04x} at "
-                        f"offset {exc.start})") from None

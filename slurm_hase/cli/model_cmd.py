@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.core import ParameterSource
 
-from slurm_hase.cli.clickio import OutputFile, QuietPipeGroup, utf8_text
+from slurm_hase.cli.clickio import OutputFile, QuietPipeGroup
 
 if TYPE_CHECKING:
     from slurm_hase.predict.api import Prediction, Predictor
@@ -258,9 +258,9 @@ def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
     base = read_many(data)
     records: list[Any]
     if sacct_json:
-        from slurm_hase.slurm.parse_json_sacct import parse_sacct_json
+        from slurm_hase.reports.saved import read_saved_sacct
 
-        records = parse_sacct_json(utf8_text(sacct_json, "--sacct-json"))
+        records = read_saved_sacct(Path(sacct_json), "--sacct-json")
     else:
         from slurm_hase.cli.slurm_env import check_slurm_conf
         from slurm_hase.slurm.command_backend import CommandBackend

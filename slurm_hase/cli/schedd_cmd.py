@@ -11,7 +11,7 @@ import signal
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -26,9 +26,6 @@ from slurm_hase.cli.schedd_checks import (
 from slurm_hase.cli.slurm_env import check_slurm_conf
 from slurm_hase.daemon.config import DaemonConfig, load_config
 from slurm_hase.errors import ConfigError, SlurmError
-
-if TYPE_CHECKING:
-    pass
 
 DEFAULT_CONFIG = "/etc/slurm-hase/schedd.toml"  # where render-unit's service looks by default
 CONFIG_OPT = click.option("--config", "config_path", type=click.Path(dir_okay=False),

@@ -156,5 +156,6 @@ def test_refit_sacct_json_not_utf8_is_exit_2(tmp_path: Path, capsys: Capsys) -> 
     code, out, err = _main(["model", "refit", "--data", SMALL, "--sacct-json", str(bad),
                             "--out", str(tmp_path / "r.json")], capsys)
     assert code == 2 and out == ""
-    assert err == f"hase: error: --sacct-json {bad}: not UTF-8 text (byte 0xff at offset 10)\n"
+    assert err == (f"hase: error: --sacct-json {bad}: not UTF-8 text (byte 0xff at offset 10); "
+                   "expected the output of `sacct --json -a`\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bin.json"]
