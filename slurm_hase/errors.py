@@ -113,3 +113,11 @@ class GpuProbeError(HaseError):
 
 class OptionalDependencyError(HaseError):
     """An optional package (e.g. matplotlib for --plot) is not installed."""
+
+
+def not_utf8(exc: UnicodeDecodeError, *, at_offset: bool = True) -> str:
+    """'not UTF-8 text (byte 0xNN at offset K)': the one wording for undecodable input files.
+    `at_offset` False where the offset is not the file's (a decoder fed in chunks)."""
+    bad = exc.object[exc.start]
+    where = f" at offset {exc.start}" if at_offset else ""
+    return f"not UTF-8 text (byte 0x{bad:02x}{where})"

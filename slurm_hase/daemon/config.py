@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slurm_hase.errors import ConfigError, HaseError
+from slurm_hase.errors import ConfigError, HaseError, not_utf8
 from slurm_hase.policy.common import NICE_MAX, SLURM_NICE_LIMIT
 
 DEFAULT_DB = "/var/lib/slurm-hase/schedd.db"
@@ -251,8 +251,7 @@ def load_config(path: str | Path | None, **checks: Any) -> DaemonConfig:
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"config {path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} "
-                          f"at offset {exc.start}); TOML files are UTF-8") from None
+        raise ConfigError(f"config {path}: {not_utf8(exc)}; TOML files are UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config {path}: {exc}") from exc
     return from_mapping(data, **checks)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from slurm_hase.errors import ConfigError, SlurmParseError
+from slurm_hase.errors import ConfigError, SlurmParseError, not_utf8
 from slurm_hase.slurm.parse_json_sacct import parse_sacct_json
 from slurm_hase.slurm.types import AccountingRecord
 
@@ -21,9 +21,7 @@ def read_saved_sacct(path: Path, option: str = "--input") -> list[AccountingReco
     try:
         raw = data.decode("utf-8-sig")  # a UTF-8 byte-order mark is harmless
     except UnicodeDecodeError as exc:
-        bad = data[exc.start]
-        raise ConfigError(f"{option} {path}: not UTF-8 text (byte 0x{bad:02x} at offset "
-                          f"{exc.start}); {EXPECTED}") from None
+        raise ConfigError(f"{option} {path}: {not_utf8(exc)}; {EXPECTED}") from None
     if not raw.strip():
         raise ConfigError(f"{option} {path}: empty file; {EXPECTED}")
     try:

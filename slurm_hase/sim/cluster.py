@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from slurm_hase.errors import ConfigError, UnknownGpuError
+from slurm_hase.errors import ConfigError, UnknownGpuError, not_utf8
 from slurm_hase.predict.catalog import resolve_gpu
 from slurm_hase.slurm import hostlist
 from slurm_hase.slurm.localcluster import spec
@@ -284,7 +284,7 @@ def load_cluster(path: Path) -> ClusterSpec:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise ConfigError(f"{path}: {not_utf8(exc)}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     return parse_cluster(data, str(path))

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slurm_hase.errors import DataError
+from slurm_hase.errors import DataError, not_utf8
 from slurm_hase.sim.throughput import REFERENCE_TYPE, ThroughputTable
 
 CLIP_QUANTILE = 0.95  # offered_load counts each job's work at most at this quantile
@@ -89,7 +89,7 @@ def _rows(path: Path, required: Sequence[str], delimiter: str = ",") -> Iterator
                                     f"{have} of the header's {len(reader.fieldnames or [])} columns)")
                 yield n, row
         except UnicodeDecodeError as exc:
-            raise DataError(f"{path}: not UTF-8 text ({exc.reason})") from None
+            raise DataError(f"{path}: {not_utf8(exc, at_offset=False)}") from None
 
 
 def _num(path: Path, n: int, row: dict[str, str], col: str, *, minimum: float = 0.0,
@@ -167,7 +167,7 @@ def load_gavel(path: Path, table: ThroughputTable, rng: np.random.Generator,
     except OSError as exc:
         raise DataError(f"{path}: cannot open trace: {exc}") from None
     except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise DataError(f"{path}: {not_utf8(exc)}") from None
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue

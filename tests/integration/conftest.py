@@ -28,7 +28,7 @@ def _unavailable_reason() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def local_cluster() -> Iterator[LocalCluster]:
+def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     reason = _unavailable_reason()
     if reason is not None:
         if os.environ.get("HASE_REQUIRE_CLUSTER") == "1":
@@ -36,7 +36,12 @@ def local_cluster() -> Iterator[LocalCluster]:
         pytest.skip(reason)
     cluster = LocalCluster(load_spec(None), cluster_paths(None))
     cluster.up()
-    yield cluster
+    # the test jobs' slurm-<id>.out files go to a temporary folder, not the checkout the
+    # tests run from (sbatch reads SBATCH_OUTPUT where no -o/--output is given)
+    outputs = tmp_path_factory.mktemp("job-output")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SBATCH_OUTPUT", str(outputs / "slurm-%j.out"))
+        yield cluster
 
 
 @pytest.fixture(scope="session")

@@ -128,5 +128,5 @@ def test_the_simulators_billing_table_is_accepted_and_ignored() -> None:
 def test_a_spec_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
     bad = tmp_path / "c_bin.toml"
     bad.write_bytes(b"name = \"\xff\"\n")
-    with pytest.raises(ConfigError, match=r"c_bin.toml: not UTF-8 text \(invalid start byte at byte 8\)"):
+    with pytest.raises(ConfigError, match=r"c_bin.toml: not UTF-8 text \(byte 0xff at offset 8\)"):
         load_spec(bad)

@@ -90,8 +90,8 @@ def test_simulate_on_a_binary_trace_exits_2(tmp_path: Path, data: Path,
     for kind in ("auto", "philly"):
         code, err = _hase(["simulate", "--trace", str(bad), "--trace-kind", kind, "--data-dir",
                            str(data), "--out", str(tmp_path / "out"), "--no-plots"], capsys)
-        assert code == 2 and err == f"hase: error: {bad}: not UTF-8 text (invalid start byte" + (
-            " at byte 0)\n" if kind == "auto" else ")\n")
+        assert code == 2 and err == f"hase: error: {bad}: not UTF-8 text (byte 0xff" + (
+            " at offset 0)\n" if kind == "auto" else ")\n")
 
 
 # 2. short rows and GPU counts that are not whole numbers

@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from slurm_hase.errors import ConfigError
+from slurm_hase.errors import ConfigError, not_utf8
 from slurm_hase.slurm import hostlist
 
 # Keys of each table (the simulator's cluster files read the same ones, plus a node group's
@@ -211,7 +211,7 @@ def load_spec(path: str | Path | None = None) -> ClusterSpec:
         except OSError as exc:
             raise ConfigError(f"cannot read cluster spec {path}: {exc.strerror}") from exc
         except UnicodeDecodeError as exc:
-            raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+            raise ConfigError(f"{path}: {not_utf8(exc)}") from None
         source = str(path)
     try:
         data = tomllib.loads(text)
