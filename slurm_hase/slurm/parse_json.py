@@ -92,6 +92,14 @@ def num(value: Any) -> int | None:
     raise SlurmParseError("JSON number", f"unexpected value {value!r}")
 
 
+def signed_nice(value: Any) -> int:
+    """A job's Nice (0 when unset). 22.05's squeue --json prints a negative Nice as the unsigned
+    32-bit number (-109824000 as 4185143296; captured in local-22.05/squeue-nice.json); Slurm's Nice
+    stays within +-(2**31 - 1), so a value of 2**31 or more is that wrap, undone here."""
+    nice = num(value) or 0
+    return nice - 2**32 if nice >= 2**31 else nice
+
+
 def epoch(value: Any) -> int | None:
     """Epoch seconds; 0 and unset mean 'not known' (None)."""
     n = num(value)
@@ -158,7 +166,7 @@ def _job(rec: dict[str, Any]) -> Job:
         state=state,
         reason=why,
         priority=priority,
-        nice=num(rec.get("nice")) or 0,
+        nice=signed_nice(rec.get("nice")),
         features=text(rec.get("features")),
         tres_per_job=tpj,
         tres_per_node=tpn,

@@ -275,3 +275,15 @@ def test_negative_nice_keeps_the_order_where_positive_nice_hits_slurms_floor(
     # Slurm takes Nice far below the old +-10000 range (it allows +-2147483645)
     assert min(int(rows[j][2]) for j in jobs) < -10_000_000
     assert prio == sorted(prio, reverse=True) and len(set(prio)) == len(prio) and min(prio) > 1
+    # the backend reads the negative Nice back as squeue shows it (22.05's squeue --json prints
+    # it as an unsigned 32-bit number), so the next cycle still counts it as the daemon's own
+    assert {j.job_id: j.nice for j in slurm_backend.jobs() if j.job_id in jobs} == {
+        j: int(rows[j][2]) for j in jobs}
+    again = run_cycle(slurm_backend, make_policy("fair"), Table(), WallClock(),
+                      UsageLedger(3600.0), {"teama": 1.0, "teamb": 1.0}, negative, owned=owned)
+    assert again.errors == [] and not [s for s in again.skipped if "set by the user" in s[1]]
+    # and reset puts Nice 0 back on every job it set
+    out = reset_decisions(slurm_backend, owned, ("gpu",))
+    assert {o.outcome for o in out} == {"reset"}
+    rows = squeue(slurm_runner, jobs)
+    assert all(rows[j][2] == "0" and rows[j][1] == "" for j in jobs), rows

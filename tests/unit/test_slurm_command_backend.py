@@ -191,6 +191,19 @@ def test_squeue_json_exit_0_with_errors_inside_is_unavailable(fixtures_dir: Path
         backend.jobs()
 
 
+def test_negative_nice_reads_as_squeue_text_shows_it(fixtures_dir: Path) -> None:
+    # 22.05's squeue --json prints Nice -109824000 (what the daemon sets) as 4185143296; the
+    # same two jobs' Nice from squeue -o "%i %y" in the same capture is the truth
+    raw = cap(fixtures_dir, "local-22.05", "squeue-nice.json")
+    assert '"nice": 4185143296' in raw
+    shown = dict(line.split() for line in
+                 cap(fixtures_dir, "local-22.05", "squeue-nice-text.txt").splitlines())
+    backend = CommandBackend(FakeRunner({("squeue", "--json"): ok(raw)}))
+    read = {j.job_id: j.nice for j in backend.jobs() if j.job_id in shown}
+    assert read == {jid: int(nice) for jid, nice in shown.items()}
+    assert sorted(read.values()) == [-109824000, 7]
+
+
 def test_other_failures_are_command_errors_with_argv_and_stderr() -> None:
     argv = ("scontrol", "update", "jobid=3", "TresPerJob=gres:gpu:v100:1")
     err = "Invalid GRES specification (with and without type identification)"
