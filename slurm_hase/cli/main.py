@@ -17,7 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "simulate": ("slurm_hase.cli.sim_cmd", "simulate", "Replay a real trace through a policy."),
     "schedd": ("slurm_hase.cli.schedd_cmd", "schedd", "Run and manage the scheduler daemon."),
     "report": ("slurm_hase.cli.report_cmd", "report", "Fairness and usage reports from sacct."),
-    "gpu": ("slurm_hase.cli.gpu_cmd", "gpu", "Probe this node's real GPUs (pynvml)."),
+    "gpu": ("slurm_hase.cli.gpu_cmd", "gpu", "Probe this node's real GPUs (pynvml); render the MPS prolog/epilog."),
 }
 
 

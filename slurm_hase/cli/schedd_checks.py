@@ -31,7 +31,8 @@ def existing_store(cfg: DaemonConfig) -> StateStore:
 
     not_a_folder(cfg.state_db)
     if not Path(cfg.state_db).is_file():
-        raise StoreError(f"no state store at {cfg.state_db} (has the daemon run?)")
+        raise StoreError(f"no state store at {cfg.state_db}: the daemon has not run with this "
+                         "store; pass the daemon's --config (its [schedd] state_db) or --state-db")
     return StateStore(cfg.state_db)
 
 
@@ -88,11 +89,42 @@ def unit_exec(value: str) -> str:
     return os.path.abspath(found)
 
 
-def unit_slurm_conf(value: str) -> str:
-    """--slurm-conf must name an existing file; made absolute (the unit runs in /)."""
+def unit_slurm_conf(value: str, source: str = "--slurm-conf") -> str:
+    """--slurm-conf (or the SLURM_CONF it defaults to, `source`) must name an existing file;
+    made absolute (the unit runs in /)."""
     path = Path(value)
     if not path.exists():
-        raise ConfigError(f"--slurm-conf {value}: no such file")
+        raise ConfigError(f"{source} {value}: no such file")
     if not path.is_file():
-        raise ConfigError(f"--slurm-conf {value}: not a regular file")
+        raise ConfigError(f"{source} {value}: not a regular file")
     return str(path.absolute())
+
+
+_PRIVATE_TMP = ("/tmp", "/var/tmp")  # the unit's PrivateTmp=true gives the service its own
+_READ_ONLY = ("/usr", "/boot", "/efi", "/etc")  # ProtectSystem=full makes these read-only
+
+
+def _under(path: str, roots: tuple[str, ...]) -> str | None:
+    resolved = os.path.abspath(path)
+    return next((r for r in roots if resolved == r or resolved.startswith(r + "/")), None)
+
+
+def unit_sandbox_warnings(config_path: str, cfg: DaemonConfig | None) -> list[str]:
+    """What the rendered unit's sandbox (PrivateTmp=true, ProtectSystem=full) would hide from
+    the service or keep it from writing, one line each; `cfg` None when the config is absent."""
+    read = [("the config", config_path)]
+    written: list[tuple[str, str]] = []
+    if cfg is not None:
+        read += [("the model", cfg.model)] if cfg.model and cfg.model != "shipped" else []
+        written = [("the state store", cfg.state_db)]
+        written += [("the metrics textfile", cfg.metrics_textfile)] if cfg.metrics_textfile else []
+    out = []
+    for what, path in read + written:
+        if (tmp := _under(path, _PRIVATE_TMP)) is not None:
+            out.append(f"{what} {path} is under {tmp}, and the service gets a private {tmp} "
+                       "(PrivateTmp=true): it will not see it; move it elsewhere")
+    for what, path in written:
+        if (ro := _under(path, _READ_ONLY)) is not None:
+            out.append(f"{what} {path} is under {ro}, which the service may not write "
+                       "(ProtectSystem=full); use /var/lib/slurm-hase (the unit's StateDirectory)")
+    return out

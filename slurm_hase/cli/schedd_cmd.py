@@ -21,6 +21,7 @@ from slurm_hase.cli.schedd_checks import (
     state_folder,
     textfile_folder,
     unit_exec,
+    unit_sandbox_warnings,
     unit_slurm_conf,
 )
 from slurm_hase.cli.slurm_env import check_slurm_conf
@@ -29,7 +30,8 @@ from slurm_hase.errors import ConfigError, SlurmError
 
 DEFAULT_CONFIG = "/etc/slurm-hase/schedd.toml"  # where render-unit's service looks by default
 CONFIG_OPT = click.option("--config", "config_path", type=click.Path(dir_okay=False),
-                          default=None, help="TOML config (see templates/schedd.toml.example).")
+                          default=None, help="TOML config (template: schedd.toml.example, installed in "
+                               "<prefix>/share/slurm-hase/templates/; templates/ in a checkout).")
 DB_OPT = click.option("--state-db", default=None, help="State store path (overrides config).")
 
 
@@ -213,7 +215,11 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
             click.echo(f"{verb}: " + shlex.join(commands.update_job(job_id, upd)))
         for job_id, why in res.skipped:
             click.echo(f"# job {job_id}: {why}")
-        click.echo(f"# policy {policy.name}: {len(done)} updates for {res.pending} pending jobs, "
+        seen = len(res.pending_ids)
+        jobs = (f"{res.pending} pending jobs" if res.pending == seen else
+                f"{res.pending} of {seen} pending jobs (the others are held or have no runtime "
+                "estimate)")
+        click.echo(f"# policy {policy.name}: {len(done)} updates for {jobs}, "
                    f"{len(res.errors)} errors, {res.duration_s:.2f}s")
 
     daemon.run(once=once, should_stop=lambda: stop["flag"], after_cycle=after)
@@ -335,8 +341,13 @@ def reset_cmd(dry_run: bool, config_path: str | None, state_db: str | None) -> N
         _hold_store(cfg.state_db)
     owned = {j: OwnedAttrs(n, f) for j, (n, f) in store.owned().items()}
     outcomes = reset_decisions(_backend(), owned, cfg.partitions, dry_run=dry_run)
+    from slurm_hase.slurm import commands
+
     for o in outcomes:
-        click.echo(f"{o.job_id}: {o.outcome}" + (f" ({o.detail})" if o.detail else ""))
+        if o.outcome == "planned" and o.update is not None:
+            click.echo("would run: " + shlex.join(commands.update_job(o.job_id, o.update)))
+        else:
+            click.echo(f"{o.job_id}: {o.outcome}" + (f" ({o.detail})" if o.detail else ""))
     if not dry_run:
         store.forget(o.job_id for o in outcomes if o.outcome in ("reset", "gone", "unchanged"))
     errors = sum(1 for o in outcomes if o.outcome == "error")
@@ -349,7 +360,9 @@ def reset_cmd(dry_run: bool, config_path: str | None, state_db: str | None) -> N
 @CONFIG_OPT
 @click.option("--user", default="root", show_default=True,
               help="User= of the service (a user name or numeric UID).")
-@click.option("--slurm-conf", default=None, help="SLURM_CONF for the service (an existing file).")
+@click.option("--slurm-conf", default=None,
+              help="SLURM_CONF for the service (an existing file; default: this shell's "
+                   "$SLURM_CONF where it is set, else none: Slurm's built-in path).")
 @click.option("--exec", "exec_start", default=None,
               help="The `hase` executable: an absolute path, or a name found on PATH.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None)
@@ -365,8 +378,10 @@ def render_unit_cmd(config_path: str | None, user: str, slurm_conf: str | None,
     from slurm_hase.daemon.unit import render_unit, write_unit
 
     cfg_path = config_path or DEFAULT_CONFIG
-    if config_path:
-        load_config(config_path)  # refuse to install a unit for a broken config
+    cfg = load_config(config_path) if config_path else None  # refuse a broken config
+    from_env = slurm_conf is None and bool(os.environ.get("SLURM_CONF"))
+    if from_env:
+        slurm_conf = unit_slurm_conf(os.environ["SLURM_CONF"], "SLURM_CONF")
     text = render_unit(config_path=cfg_path,
                        exec_start=unit_exec(exec_start) if exec_start is not None else None,
                        user=user,
@@ -378,3 +393,8 @@ def render_unit_cmd(config_path: str | None, user: str, slurm_conf: str | None,
     if not config_path and not Path(cfg_path).exists():
         click.echo(f"hase: warning: {cfg_path} does not exist; the service will not start "
                    "until it does (--config names another file)", err=True)
+    if from_env:
+        click.echo(f"hase: note: the unit sets SLURM_CONF={slurm_conf}, taken from this shell "
+                   "(--slurm-conf names another file)", err=True)
+    for line in unit_sandbox_warnings(str(Path(cfg_path).absolute()), cfg):
+        click.echo(f"hase: warning: {line}", err=True)

@@ -1,6 +1,7 @@
 """What an admin installs (`pip install /path/to/slurm-hase`, docs/install.md step 1) carries
 everything the docs send them to: the templates under share/slurm-hase/templates, the docs
-under share/doc/slurm-hase (the daemon's unit file links daemon.md there), and the shipped
+under share/doc/slurm-hase (the daemon's unit file links daemon.md there), the SPANK plugin's
+source under share/slurm-hase/spank, and the shipped
 model, training data and their provenance inside the package."""
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ def test_wheel_installs_the_docs(wheel_names: set[str]) -> None:
     expected = {p.name for p in (REPO / "docs").glob("*.md")}
     assert {"install.md", "daemon.md"} <= expected
     assert _data(wheel_names, "share/doc/slurm-hase") == expected
+
+
+def test_wheel_installs_the_spank_plugin_source(wheel_names: set[str]) -> None:
+    # docs/install.md step 4 builds it from <prefix>/share/slurm-hase/spank on a node
+    assert _data(wheel_names, "share/slurm-hase/spank") == {"hase_mps.c", "Makefile", "README.md"}
 
 
 def test_wheel_carries_the_shipped_model_and_its_provenance(wheel_names: set[str]) -> None:

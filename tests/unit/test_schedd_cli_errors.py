@@ -113,11 +113,14 @@ def test_reset_refuses_missing_store_and_creates_nothing(tmp_path: Path,
     for dry in (["--dry-run"], []):
         out = CliRunner().invoke(cli, ["schedd", "reset", *dry, "--state-db", str(db)])
         assert isinstance(out.exception, StoreError)
-        assert str(out.exception) == f"no state store at {db} (has the daemon run?)"
+        assert str(out.exception) == (f"no state store at {db}: the daemon has not run with "
+                                      "this store; pass the daemon's --config (its [schedd] "
+                                      "state_db) or --state-db")
         assert "0 jobs" not in out.output
     code, out_text, err = _main(["schedd", "reset", "--dry-run", "--state-db", str(db)], capsys)
     assert code == 1 and out_text == ""
-    assert err == f"hase: error: no state store at {db} (has the daemon run?)\n"
+    assert err == (f"hase: error: no state store at {db}: the daemon has not run with this "
+                   "store; pass the daemon's --config (its [schedd] state_db) or --state-db\n")
     assert not db.exists() and not db.parent.exists()
 
 
@@ -133,7 +136,7 @@ def test_reset_dry_run_on_an_existing_store(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(schedd_cmd, "_backend", lambda: backend)
     out = CliRunner().invoke(cli, ["schedd", "reset", "--dry-run", "--state-db", str(db)])
     assert out.exit_code == 0, out.output
-    assert "9: planned" in out.output and "1 jobs, 0 errors" in out.output
+    assert out.output == "would run: scontrol update jobid=9 Nice=0 Features=\n1 jobs, 0 errors\n"
     assert backend.updates == []
     st = StateStore(db)
     assert "9" in st.owned()  # a dry run forgets nothing
@@ -145,7 +148,8 @@ def test_status_missing_store_uses_hase_error_prefix(tmp_path: Path,
     db = tmp_path / "none.db"
     code, out, err = _main(["schedd", "status", "--state-db", str(db)], capsys)
     assert code == 1 and out == ""
-    assert err == f"hase: error: no state store at {db} (has the daemon run?)\n"
+    assert err == (f"hase: error: no state store at {db}: the daemon has not run with this "
+                   "store; pass the daemon's --config (its [schedd] state_db) or --state-db\n")
     assert not db.exists()
 
 

@@ -107,7 +107,8 @@ def test_reset_refuses_while_a_daemon_runs_and_dry_run_still_lists(
         assert isinstance(out.exception, DaemonRunningError)
         assert backend.updates == []
         listed = CliRunner().invoke(cli, ["schedd", "reset", "--dry-run", "--state-db", str(db)])
-        assert listed.exit_code == 0 and "9: planned" in listed.output
+        assert listed.exit_code == 0 and (
+            "would run: scontrol update jobid=9 Nice=0 Features=\n" in listed.output)
     done = CliRunner().invoke(cli, ["schedd", "reset", "--state-db", str(db)])
     assert done.exit_code == 0, done.output
     assert "9: reset" in done.output and backend.updates
