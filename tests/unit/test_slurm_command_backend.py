@@ -191,13 +191,16 @@ def test_squeue_json_exit_0_with_errors_inside_is_unavailable(fixtures_dir: Path
         backend.jobs()
 
 
-def test_negative_nice_reads_as_squeue_text_shows_it(fixtures_dir: Path) -> None:
-    # 22.05's squeue --json prints Nice -109824000 (what the daemon sets) as 4185143296; the
-    # same two jobs' Nice from squeue -o "%i %y" in the same capture is the truth
-    raw = cap(fixtures_dir, "local-22.05", "squeue-nice.json")
-    assert '"nice": 4185143296' in raw
+@pytest.mark.parametrize(("local", "printed"), [("local-22.05", 4185143296),
+                                               ("local-24.11", -109824000)])
+def test_negative_nice_reads_as_squeue_text_shows_it(fixtures_dir: Path, local: str,
+                                                     printed: int) -> None:
+    # 22.05's squeue --json prints Nice -109824000 (what the daemon sets) as 4185143296, 24.11's
+    # as it is; the same two jobs' Nice from squeue -o "%i %y" in the same capture is the truth
+    raw = cap(fixtures_dir, local, "squeue-nice.json")
+    assert f'"nice": {printed}' in raw
     shown = dict(line.split() for line in
-                 cap(fixtures_dir, "local-22.05", "squeue-nice-text.txt").splitlines())
+                 cap(fixtures_dir, local, "squeue-nice-text.txt").splitlines())
     backend = CommandBackend(FakeRunner({("squeue", "--json"): ok(raw)}))
     read = {j.job_id: j.nice for j in backend.jobs() if j.job_id in shown}
     assert read == {jid: int(nice) for jid, nice in shown.items()}
