@@ -171,6 +171,10 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
     policy = make_policy(cfg.policy, **cfg.knobs)
     predictor = load_predictor(cfg.model)
     store = StateStore(cfg.state_db)
+    # writes still kept for retry (a lock, a full disk) get a last try at exit, before the lock
+    # on the store goes (close callbacks run last-registered first); what cannot be written then
+    # is a StoreError, not a silent loss
+    click.get_current_context().call_on_close(store.close)
     store.record_model(cfg.model or "(bundled)",
                        hashlib.sha256(model_to_json(predictor).encode()).hexdigest()[:16],
                        {"meta_keys": sorted(predictor.meta)})
@@ -339,7 +343,8 @@ def reset_cmd(dry_run: bool, config_path: str | None, state_db: str | None) -> N
     # a running daemon would put the attributes back at its next cycle: refuse while one runs
     if not dry_run:
         _hold_store(cfg.state_db)
-    owned = {j: OwnedAttrs(n, f) for j, (n, f) in store.owned().items()}
+        click.get_current_context().call_on_close(store.close)  # after `forget`, before the lock
+    owned = {j: OwnedAttrs(*row) for j, row in store.owned_rows().items()}
     outcomes = reset_decisions(_backend(), owned, cfg.partitions, dry_run=dry_run)
     from slurm_hase.slurm import commands
 

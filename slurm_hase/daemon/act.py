@@ -17,6 +17,7 @@ from slurm_hase.errors import (
     JobNotFoundError,
     SlurmCommandError,
     SlurmError,
+    SlurmTimeoutError,
     SlurmUnavailableError,
 )
 from slurm_hase.slurm.backend import SlurmBackend
@@ -37,7 +38,8 @@ def attempt(job_id: str, verb: str, call: Callable[[], None]) -> Outcome:
     Slurm errors."""
     try:
         call()
-    except SlurmUnavailableError as exc:
+    except (SlurmUnavailableError, SlurmTimeoutError) as exc:
+        # a hung slurmctld as an unreachable one: each further call would wait the timeout out
         return "unavailable", str(exc)
     except JobNotFoundError:
         log.info("job %s: gone between observe and act", job_id)
@@ -48,7 +50,7 @@ def attempt(job_id: str, verb: str, call: Callable[[], None]) -> Outcome:
             return "skipped", f"job moved on: {exc.stderr}"
         log.warning("job %s: %s refused: %s", job_id, verb, exc)
         return "error", str(exc)
-    except SlurmError as exc:  # timeouts, parse errors: count, keep going
+    except SlurmError as exc:  # parse errors and the like: count, keep going
         log.warning("job %s: %s failed: %s", job_id, verb, exc)
         return "error", str(exc)
     return "applied", ""
@@ -78,7 +80,7 @@ def apply_updates(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate]
             try:
                 backend.update_job(",".join(ids), update)
                 return [("applied", "")] * len(ids)
-            except SlurmUnavailableError as exc:
+            except (SlurmUnavailableError, SlurmTimeoutError) as exc:
                 down.set()
                 return [("unavailable", str(exc))] + [("unavailable-skip", "slurm unavailable")] * (
                     len(ids) - 1)

@@ -18,7 +18,7 @@ from typing import Protocol
 from slurm_hase.daemon.act import apply_updates
 from slurm_hase.daemon.digest import job_digest, state_digest
 from slurm_hase.daemon.requeue import apply_requeues, plan_requeues
-from slurm_hase.daemon.safety import OwnedAttrs, plan_updates, record_owned
+from slurm_hase.daemon.safety import OwnedAttrs, plan_updates, record_intent, record_owned
 from slurm_hase.daemon.state import (
     JobEstimate,
     RuntimeEstimator,
@@ -190,6 +190,7 @@ def run_cycle(
     *,
     owned: MutableMapping[str, OwnedAttrs] | None = None,
     watch: QuietWatch | None = None,
+    intend: Callable[[Mapping[str, OwnedAttrs]], None] | None = None,
 ) -> CycleResult:
     """Observe -> decide -> plan -> act, once.
 
@@ -198,7 +199,9 @@ def run_cycle(
     Features made only of known GPU types count as ours. SlurmUnavailableError from observing
     propagates (the caller backs off); while acting it stops the cycle with `unavailable=True`.
     With `watch` and config.refresh_s > 0, a quiet cycle (CycleConfig.refresh_s) returns
-    with `quiet=True` after observing.
+    with `quiet=True` after observing. `intend` gets the `owned` entries of the updates about to
+    be sent, before the first is (the daemon writes them to its store: a kill mid-act then
+    leaves the store knowing what may be in Slurm).
     """
     started = clock.now()
     jobs, nodes = observe(backend, config)
@@ -235,7 +238,7 @@ def run_cycle(
     )
     requeues = plan_requeues(decisions, jobs, started, config, skipped, owned, capacity)
     if not config.dry_run:
-        _apply(backend, planned, result, owned, config)
+        _apply(backend, planned, result, owned, config, intend)
         if requeues and not result.unavailable:
             apply_requeues(backend, requeues, result, owned)
     if watch is not None:
@@ -248,7 +251,16 @@ def run_cycle(
 
 
 def _apply(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate]], result: CycleResult,
-           owned: MutableMapping[str, OwnedAttrs] | None, config: CycleConfig) -> None:
+           owned: MutableMapping[str, OwnedAttrs] | None, config: CycleConfig,
+           intend: Callable[[Mapping[str, OwnedAttrs]], None] | None) -> None:
+    """Send the updates. With `owned`, each is recorded as intended first (and handed to
+    `intend`, which the daemon writes to its store before any scontrol call); an update that
+    cannot have landed puts the entry back, one whose outcome is unknown keeps both values."""
+    before: dict[str, OwnedAttrs | None] = {}
+    if owned is not None and planned:
+        before = {job_id: record_intent(owned, job_id, upd) for job_id, upd in planned}
+        if intend is not None:
+            intend({job_id: owned[job_id] for job_id in before})
     outcomes = apply_updates(backend, planned, workers=config.update_workers,
                              batch=config.batch_updates)
     for (job_id, update), (outcome, msg) in zip(planned, outcomes, strict=True):
@@ -259,6 +271,12 @@ def _apply(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate]], resu
             result.skipped.append((job_id, msg))
         else:
             result.errors.append((job_id, msg))
+        if owned is not None and outcome not in ("applied", "unavailable"):
+            prev = before.get(job_id)  # not sent, or refused: what it had is what it has
+            if prev is None:
+                owned.pop(job_id, None)
+            else:
+                owned[job_id] = prev
     if any(o == "unavailable" for o, _ in outcomes):
         result.unavailable = True
         log.warning("slurm unavailable while acting; %d updates not made",

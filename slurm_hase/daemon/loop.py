@@ -61,6 +61,9 @@ class Daemon:
             self.config = replace(cycle_config, scheduler_depth=self._scheduler_depth())
         self.settings = settings
         self.fixed_shares = dict(shares or {})
+        # the last shares sacctmgr gave (None: none yet, or it failed since: logged once)
+        self._last_shares: Mapping[str, float] | None = None
+        self._shares_failing = False
         self.metrics = metrics or Metrics()
         self._monotonic = monotonic
         self.failures = 0
@@ -72,7 +75,7 @@ class Daemon:
         self._next_prune = 0.0  # monotonic time of the next history pruning
         self.ledger = self._load_ledger()
         self.owned: dict[str, OwnedAttrs] = {
-            jid: OwnedAttrs(n, f) for jid, (n, f) in store.owned().items()}
+            jid: OwnedAttrs(*row) for jid, row in store.owned_rows().items()}
         self.watch = QuietWatch()  # quiet cycles (CycleConfig.refresh_s)
 
     def _scheduler_depth(self) -> int:
@@ -143,9 +146,25 @@ class Daemon:
             "usage": {a: round(u) for a, u in self.ledger.usage().items()}})
 
     def _shares(self) -> Mapping[str, float]:
+        """The fixed [shares], else sacctmgr's. sacctmgr needs slurmdbd: while it fails, the
+        last shares it gave stand (equal shares before any), and scheduling goes on."""
         if self.fixed_shares:
             return self.fixed_shares
-        return self.backend.account_shares()
+        try:
+            shares = self.backend.account_shares()
+        except SlurmError as exc:
+            if not self._shares_failing:
+                self._shares_failing = True
+                log.warning("account shares unavailable (sacctmgr: slurmdbd down?); using %s",
+                            "the last ones read" if self._last_shares is not None
+                            else "equal shares", extra={"reason": f"{type(exc).__name__}: {exc}"})
+                self.metrics.inc("hase_schedd_errors_total", kind="shares")
+            return self._last_shares or {}
+        if self._shares_failing:
+            self._shares_failing = False
+            log.info("account shares readable again (sacctmgr)")
+        self._last_shares = shares
+        return shares
 
     def step(self) -> float:
         """One cycle with recording; returns the delay before the next one."""
@@ -153,7 +172,7 @@ class Daemon:
         try:
             result = run_cycle(self.backend, self.policy, self.estimator, self.clock,
                                self.ledger, self._shares(), self.config, owned=self.owned,
-                               watch=self.watch)
+                               watch=self.watch, intend=self._intend)
         except SlurmError as exc:
             return self._backoff(f"{type(exc).__name__}: {exc}")
         wall = self._monotonic() - t0
@@ -183,9 +202,21 @@ class Daemon:
         self.metrics.set("hase_schedd_backoff_seconds", delay)
         return delay
 
+    def _intend(self, owned: Mapping[str, OwnedAttrs]) -> None:
+        """What the cycle is about to set, in the store before the first scontrol call."""
+        try:
+            self.store.save_owned({jid: _owned_row(a) for jid, a in owned.items()})
+        except StoreError as exc:  # kept in the store's backlog, written before the cycle row
+            self.metrics.inc("hase_schedd_errors_total", kind="store")
+            log.error("state store write failed: %s", exc)
+
     def _record(self, result: CycleResult, wall: float) -> None:
         rows = _decision_rows(result, self.config.dry_run)
-        owned_now = {jid: (upd.nice, upd.features) for jid, upd in result.applied}
+        touched = set() if self.config.dry_run else (
+            {jid for jid, _ in result.planned} | {jid for jid, _ in result.applied})
+        owned_now = {jid: _owned_row(self.owned[jid]) for jid in touched if jid in self.owned}
+        # planned, not sent or refused, and never set by the daemon before: no longer ours
+        not_ours = [jid for jid in touched if jid not in self.owned]
         row = CycleRow(started=result.started, duration_s=wall, policy=self.policy.name,
                        dry_run=self.config.dry_run, inputs_digest=result.inputs_digest,
                        pending=result.pending, running=result.running,
@@ -199,15 +230,18 @@ class Daemon:
             "skipped": len(result.skipped), "errors": len(result.errors),
             "requeued": len(result.requeued),
             "duration_s": round(wall, 4), "dry_run": self.config.dry_run})
-        gone = [jid for jid in self.owned if jid not in result.pending_ids]
+        # a dry run beside the daemon (other partitions, say) forgets nothing of what the daemon
+        # owns in the shared store
+        gone = [] if self.config.dry_run else [
+            jid for jid in self.owned if jid not in result.pending_ids]
         for jid in gone:
             del self.owned[jid]
         try:
             self.store.record_cycle(row, rows, owned_now)
-            self.store.forget(gone)
+            self.store.forget([*gone, *not_ours])
         except StoreError as exc:
             self.metrics.inc("hase_schedd_errors_total", kind="store")
-            log.error("state store write delayed: %s", exc)
+            log.error("state store write failed: %s", exc)
             return
         self._save_usage(result.started)
         self._prune(result.started)
@@ -221,14 +255,16 @@ class Daemon:
             self.store.prune_history(now - self.settings.history_s)
         except StoreError as exc:  # kept in the store's backlog: retried with the next write
             self.metrics.inc("hase_schedd_errors_total", kind="store")
-            log.error("state store write delayed: %s", exc)
+            log.error("state store write failed: %s", exc)
 
     def _save_usage(self, now: float) -> None:
+        if self.config.dry_run:  # the ledger is the daemon's: a look beside it keeps its own
+            return
         try:
             self.store.save_usage(self.ledger.to_dict(), now)
         except StoreError as exc:
             self.metrics.inc("hase_schedd_errors_total", kind="store")
-            log.error("state store write delayed: %s", exc)
+            log.error("state store write failed: %s", exc)
 
     def run(self, *, once: bool = False, should_stop: Callable[[], bool] = lambda: False,
             sleep: Callable[[float], None] = time.sleep,
@@ -271,6 +307,10 @@ def _add_history(ledger: UsageLedger, records: Iterable[AccountingRecord], until
             ledger.add_interval(rec.account, gpus, float(rec.start_time), end)
             added += 1
     return added
+
+
+def _owned_row(attrs: OwnedAttrs) -> tuple[int | None, str | None, int | None, str | None]:
+    return (attrs.nice, attrs.features, attrs.prev_nice, attrs.prev_features)
 
 
 def _decision_rows(result: CycleResult, dry_run: bool) -> list[DecisionRow]:

@@ -31,9 +31,11 @@ class ResetOutcome:
 
 def plan_reset(job_nice: int, job_features: str, mine: OwnedAttrs) -> JobUpdate:
     """The update that removes what we set (empty when nothing of ours is left)."""
-    nice = 0 if mine.nice is not None and job_nice == mine.nice and job_nice != 0 else None
-    ours = feature_set(mine.features) if mine.features else None
-    feats = "" if ours and feature_set(job_features) == ours else None
+    nices = {n for n in (mine.nice, mine.prev_nice) if n is not None}
+    nice = 0 if job_nice in nices and job_nice != 0 else None
+    current = feature_set(job_features)
+    feats = "" if current and any(f and feature_set(f) == current
+                                  for f in (mine.features, mine.prev_features)) else None
     return JobUpdate(nice=nice, features=feats)
 
 

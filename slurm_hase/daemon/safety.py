@@ -28,10 +28,14 @@ _SIMPLE_OR = re.compile(r"^[A-Za-z0-9_.\-]+(\|[A-Za-z0-9_.\-]+)*$")
 
 @dataclass(frozen=True)
 class OwnedAttrs:
-    """What the daemon last set on a job (None = never set that attribute)."""
+    """What the daemon last set on a job (None = never set that attribute), and what it had
+    set before an update whose outcome it does not know (sent, then a timeout or a lost
+    controller; or recorded ahead and the process killed): both count as the daemon's."""
 
     nice: int | None = None
     features: str | None = None
+    prev_nice: int | None = None
+    prev_features: str | None = None
 
 
 def record_owned(owned: MutableMapping[str, OwnedAttrs] | None, job_id: str,
@@ -43,6 +47,19 @@ def record_owned(owned: MutableMapping[str, OwnedAttrs] | None, job_id: str,
     owned[job_id] = OwnedAttrs(
         nice=update.nice if update.nice is not None else prev.nice,
         features=update.features if update.features is not None else prev.features)
+
+
+def record_intent(owned: MutableMapping[str, OwnedAttrs], job_id: str,
+                  update: JobUpdate) -> OwnedAttrs | None:
+    """Before an update is sent: what it will set, with what the daemon had set before kept as
+    its too until the outcome is known. Returns the entry it replaced (None: there was none)."""
+    before = owned.get(job_id)
+    old = before or OwnedAttrs()
+    owned[job_id] = OwnedAttrs(
+        nice=update.nice if update.nice is not None else old.nice,
+        features=update.features if update.features is not None else old.features,
+        prev_nice=old.nice, prev_features=old.features)
+    return before
 
 
 @lru_cache(maxsize=4096)
@@ -128,15 +145,16 @@ def _features_ours(job: Job, rec: OwnedAttrs | None, owned_known: bool,
     if job.comment and current == auto_types(job.comment):
         return True  # hsbatch's own constraint, recorded in the description
     if owned_known:
-        mine = feature_set(rec.features) if rec is not None and rec.features is not None else None
-        return mine is not None and mine == current
+        return rec is not None and any(
+            mine is not None and feature_set(mine) == current
+            for mine in (rec.features, rec.prev_features))
     return current <= known_types
 
 
 def _nice_ours(job: Job, rec: OwnedAttrs | None, owned_known: bool) -> bool:
     if job.nice == 0 or not owned_known:
         return True
-    return rec is not None and rec.nice == job.nice
+    return rec is not None and job.nice in (rec.nice, rec.prev_nice)
 
 
 def plan_updates(

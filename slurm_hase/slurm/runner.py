@@ -64,6 +64,9 @@ class SubprocessRunner:
             raise SlurmTimeoutError(list(argv), timeout_s) from exc
         except FileNotFoundError as exc:
             raise SlurmCommandError(list(argv), 127, f"{argv[0]}: command not found") from exc
+        except OSError as exc:  # not executable, a folder, ...: the shell's "cannot execute"
+            raise SlurmCommandError(list(argv), 126, f"{argv[0]}: cannot run: "
+                                                     f"{exc.strerror or exc}") from exc
         return CommandResult(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
 
     def spawn(

@@ -1,9 +1,12 @@
 """The daemon's SQLite state store (sqlite-utils): cycles, decisions, ownership, usage, models.
 
 Schema changes are numbered migrations recorded in the `migrations` table. Every write is one
-transaction retried with backoff while SQLite answers "database is locked"/"busy"; a write
-that still fails stays in an in-memory backlog that the next write flushes first, so no record
-is lost while the process lives (StoreError tells the caller the write is delayed).
+transaction, rolled back on any failure (its COMMIT included), retried with backoff while SQLite
+answers "database is locked"/"busy"; a write that still fails on a lock or a transient fault
+(disk full, I/O error) stays in an in-memory backlog (at most `max_backlog` writes) that the
+next write, flush() and close() write first, so no record is lost while the process lives
+(StoreError tells the caller the write is delayed). Reads retry a lock the same way. A
+damaged file is a StoreError naming it, never a raw sqlite3 error.
 """
 
 from __future__ import annotations
@@ -15,15 +18,17 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlite_utils
 
 from slurm_hase.errors import StoreError
+from slurm_hase.store.faults import Fault, classify
 
 log = logging.getLogger("slurm_hase.store")
 
 Write = Callable[[sqlite_utils.Database], None]
+T = TypeVar("T")
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("initial", """
@@ -52,9 +57,11 @@ ALTER TABLE decisions ADD COLUMN reason TEXT NOT NULL DEFAULT '';
 CREATE INDEX cycles_started ON cycles(started);
 CREATE INDEX decisions_cycle ON decisions(cycle_id);
 """),
+    ("ownership while an update's outcome is unknown", """
+ALTER TABLE owned ADD COLUMN prev_nice INTEGER;
+ALTER TABLE owned ADD COLUMN prev_features TEXT;
+"""),
 )
-
-_LOCKED = ("database is locked", "database is busy", "database table is locked")
 
 
 @dataclass(frozen=True)
@@ -99,13 +106,32 @@ def check_store_path(path: str | Path) -> None:
         raise StoreError(f"state store {p}: folder {p.parent} does not exist")
 
 
+# (nice, features) or (nice, features, prev_nice, prev_features): nice/features None keep what
+# the store has; the prev pair (None when left out) replaces it
+OwnedRow = tuple[int | None, str | None] | tuple[int | None, str | None, int | None, str | None]
+
+
+def _upsert_owned(db: sqlite_utils.Database, owned_updates: Mapping[str, OwnedRow],
+                  at: float) -> None:
+    for jid, row in owned_updates.items():
+        nice, feats = row[0], row[1]
+        prev_nice, prev_feats = (row[2], row[3]) if len(row) == 4 else (None, None)
+        db.execute(
+            "INSERT INTO owned(job_id, nice, features, updated, prev_nice, prev_features) "
+            "VALUES (?,?,?,?,?,?) ON CONFLICT(job_id) DO UPDATE SET "
+            "nice=COALESCE(excluded.nice, owned.nice), "
+            "features=COALESCE(excluded.features, owned.features), updated=excluded.updated, "
+            "prev_nice=excluded.prev_nice, prev_features=excluded.prev_features",
+            [jid, nice, feats, at, prev_nice, prev_feats])
+
+
 class StateStore:
     """Small API over the state database; open with StateStore(path) (":memory:" works; the
     path's folder must exist)."""
 
     def __init__(self, path: str | Path, *, lock_timeout_s: float = 1.0, attempts: int = 6,
                  backoff_s: float = 0.05, sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, max_backlog: int = 5000) -> None:
         self.path = str(path)
         if self.path != ":memory:":
             check_store_path(self.path)
@@ -116,10 +142,18 @@ class StateStore:
         self.db = sqlite_utils.Database(conn)
         self.attempts = max(attempts, 1)
         self.backoff_s = backoff_s
+        self.max_backlog = max(max_backlog, 1)
         self._sleep = sleep
         self._clock = clock
+        self._closed = False
         self.backlog: list[Write] = []
-        self._write(self._migrate)
+        self.dropped = 0  # writes given up on (a final error, or over max_backlog)
+        try:
+            self._read(lambda: self.db.execute("PRAGMA schema_version").fetchone())
+            self._write(self._migrate)
+        except StoreError:
+            conn.close()
+            raise
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -136,20 +170,61 @@ class StateStore:
             db.table("migrations").insert({"version": version, "name": name,
                                      "applied_at": self._clock()})
 
+    def _rollback(self) -> None:
+        """End any open transaction (SQLite may have rolled it back itself already)."""
+        conn = self.db.conn
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error as exc:
+                log.error("state store %s: rollback failed: %s", self.path, exc)
+
     def _transaction(self, fn: Write) -> None:
+        """`fn` in one BEGIN IMMEDIATE ... COMMIT; any failure, a busy COMMIT included, rolls
+        back, so the connection never stays inside a transaction."""
+        self._rollback()
         conn = self.db.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
             fn(self.db)
+            conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            self._rollback()
             raise
-        conn.execute("COMMIT")
+
+    def _unusable(self, exc: sqlite3.Error) -> str:
+        return (f"{self.path} is not a usable slurm-hase state store ({exc}); move it aside "
+                "and the daemon starts a fresh one")
+
+    def _read(self, fn: Callable[[], T]) -> T:
+        """`fn()`, retried with backoff while the file is locked; StoreError on any failure."""
+        attempt = 0
+        while True:
+            try:
+                return fn()
+            except sqlite3.Error as exc:
+                fault = classify(exc)
+                if fault is Fault.LOCKED and attempt + 1 < self.attempts:
+                    self._sleep(self.backoff_s * (2 ** attempt))
+                    attempt += 1
+                    continue
+                if fault is Fault.LOCKED:
+                    raise StoreError(f"state store {self.path} is locked (another process "
+                                     "is writing it); try again") from exc
+                if fault is Fault.CORRUPT:
+                    raise StoreError(self._unusable(exc)) from exc
+                raise StoreError(f"state store {self.path}: {exc}") from exc
 
     def _write(self, fn: Write | None) -> None:
         """Queue `fn`, then flush the backlog in order, each in its own retried transaction."""
         if fn is not None:
             self.backlog.append(fn)
+            over = len(self.backlog) - self.max_backlog
+            if over > 0:
+                del self.backlog[:over]
+                self.dropped += over
+                log.error("state store %s: more than %d writes waiting; the oldest %d dropped",
+                          self.path, self.max_backlog, over)
         while self.backlog:
             head = self.backlog[0]
             for attempt in range(self.attempts):
@@ -157,32 +232,61 @@ class StateStore:
                     self._transaction(head)
                     break
                 except sqlite3.Error as exc:
-                    if not any(m in str(exc).lower() for m in _LOCKED):
-                        self.backlog.pop(0)
-                        raise StoreError(f"state store {self.path}: {exc}") from exc
-                    if attempt + 1 == self.attempts:
-                        log.warning("state store locked; %d writes kept for later",
-                                    len(self.backlog))
-                        raise StoreError(f"state store {self.path} is locked; "
-                                         f"{len(self.backlog)} writes kept for retry") from exc
-                    self._sleep(self.backoff_s * (2 ** attempt))
+                    fault = classify(exc)
+                    if fault is Fault.LOCKED and attempt + 1 < self.attempts:
+                        self._sleep(self.backoff_s * (2 ** attempt))
+                        continue
+                    raise self._write_failed(exc, fault) from exc
             self.backlog.pop(0)
 
+    def _write_failed(self, exc: sqlite3.Error, fault: Fault) -> StoreError:
+        """The StoreError for a failed write: kept for retry after a lock or a transient fault,
+        else dropped (retrying it would fail the same way)."""
+        if fault in (Fault.LOCKED, Fault.TRANSIENT):
+            what = "is locked" if fault is Fault.LOCKED else f"cannot be written ({exc})"
+            log.warning("state store %s %s; %d writes kept for retry", self.path, what,
+                        len(self.backlog))
+            return StoreError(f"state store {self.path} {what}; {len(self.backlog)} writes kept "
+                              "for retry")
+        self.backlog.pop(0)
+        self.dropped += 1
+        why = self._unusable(exc) if fault is Fault.CORRUPT else f"state store {self.path}: {exc}"
+        log.error("%s; a write was dropped", why)
+        return StoreError(f"{why}; this write is dropped")
+
     def flush(self) -> None:
-        """Retry writes kept after a lock (no-op when none)."""
+        """Write the backlog (writes kept after a lock or a transient fault) now; no-op when
+        empty, StoreError when it still cannot be written."""
         self._write(None)
 
     def close(self) -> None:
-        self.db.conn.close()
+        """Write the backlog once more, then close; StoreError (once closed) naming the writes
+        lost when it still cannot be written."""
+        if self._closed:
+            return
+        dropped = self.dropped
+        try:
+            self.flush()
+        except StoreError as exc:
+            lost = len(self.backlog) + self.dropped - dropped
+            self.backlog.clear()
+            log.error("state store %s: %d writes lost at close: %s", self.path, lost,
+                      exc.__cause__ or exc)
+            raise StoreError(f"state store {self.path}: {lost} writes lost at close "
+                             f"({exc.__cause__ or exc})") from exc
+        finally:
+            self._rollback()
+            self.db.conn.close()
+            self._closed = True
 
     def schema_version(self) -> int:
-        row = self.db.execute("SELECT MAX(version) FROM migrations").fetchone()
+        row = self._read(lambda: self.db.execute("SELECT MAX(version) FROM migrations").fetchone())
         return int(row[0] or 0)
 
     # -- cycles and decisions ---------------------------------------------------------
 
     def record_cycle(self, cycle: CycleRow, rows: Iterable[DecisionRow],
-                     owned_updates: Mapping[str, tuple[int | None, str | None]]) -> None:
+                     owned_updates: Mapping[str, OwnedRow]) -> None:
         """Store a cycle, its decisions and the attributes we now own, atomically."""
         rows = list(rows)
         owned_updates = dict(owned_updates)
@@ -192,22 +296,25 @@ class StateStore:
             cid = db.table("cycles").insert({**cycle.__dict__, "dry_run": int(cycle.dry_run),
                                        "unavailable": int(cycle.unavailable)}).last_pk
             db.table("decisions").insert_all({**r.__dict__, "cycle_id": cid} for r in rows)
-            for jid, (nice, feats) in owned_updates.items():
-                db.execute(
-                    "INSERT INTO owned(job_id, nice, features, updated) VALUES (?,?,?,?) "
-                    "ON CONFLICT(job_id) DO UPDATE SET "
-                    "nice=COALESCE(excluded.nice, owned.nice), "
-                    "features=COALESCE(excluded.features, owned.features), updated=excluded.updated",
-                    [jid, nice, feats, at])
+            _upsert_owned(db, owned_updates, at)
 
         self._write(write)
 
+    def save_owned(self, owned_updates: Mapping[str, OwnedRow]) -> None:
+        """The attributes we are about to set, written before the first scontrol call (a kill
+        mid-act then leaves the store knowing what may be in Slurm)."""
+        owned_updates = dict(owned_updates)
+        if not owned_updates:
+            return
+        at = self._clock()
+        self._write(lambda db: _upsert_owned(db, owned_updates, at))
+
     def cycles(self, limit: int = 10) -> list[dict[str, Any]]:
         """Latest cycles, newest first, each with `requeued`: the running jobs it requeued."""
-        return list(self.db.query(
-            "SELECT c.*, (SELECT COUNT(*) FROM decisions d WHERE d.cycle_id = c.id "
-            "AND d.action = 'requeue' AND d.outcome = 'applied') AS requeued "
-            "FROM cycles c ORDER BY c.id DESC LIMIT ?", [limit]))
+        sql = ("SELECT c.*, (SELECT COUNT(*) FROM decisions d WHERE d.cycle_id = c.id "
+               "AND d.action = 'requeue' AND d.outcome = 'applied') AS requeued "
+               "FROM cycles c ORDER BY c.id DESC LIMIT ?")
+        return self._read(lambda: list(self.db.query(sql, [limit])))
 
     def decisions(self, *, job_id: str | None = None, cycle_id: int | None = None,
                   limit: int = 1000) -> list[dict[str, Any]]:
@@ -219,8 +326,8 @@ class StateStore:
         if cycle_id is not None:
             where.append("cycle_id = ?")
             args.append(str(cycle_id))
-        return list(self.db.table("decisions").rows_where(" AND ".join(where) or None, args,
-                                                    order_by="id", limit=limit))
+        return self._read(lambda: list(self.db.table("decisions").rows_where(
+            " AND ".join(where) or None, args, order_by="id", limit=limit)))
 
     def job_history(self, job_id: str, limit: int = 20) -> list[dict[str, Any]]:
         """One job's recorded decisions with their cycle's start, policy and dry-run flag,
@@ -228,7 +335,7 @@ class StateStore:
         sql = ("SELECT d.*, c.started, c.policy, c.dry_run FROM decisions d "
                "JOIN cycles c ON c.id = d.cycle_id WHERE d.job_id = ? "
                "ORDER BY d.id DESC LIMIT ?")
-        return list(self.db.query(sql, [job_id, limit]))
+        return self._read(lambda: list(self.db.query(sql, [job_id, limit])))
 
     def prune_history(self, before: float) -> None:
         """Drop the cycles that started before `before` (epoch s) and their decisions."""
@@ -243,7 +350,14 @@ class StateStore:
 
     def owned(self) -> dict[str, tuple[int | None, str | None]]:
         """job id -> (nice, features) last set by the daemon."""
-        return {r["job_id"]: (r["nice"], r["features"]) for r in self.db.table("owned").rows}
+        return {jid: row[:2] for jid, row in self.owned_rows().items()}
+
+    def owned_rows(self) -> dict[str, tuple[int | None, str | None, int | None, str | None]]:
+        """job id -> (nice, features, prev_nice, prev_features): the prev pair is what the
+        daemon had set before an update whose outcome it does not know (None: none)."""
+        rows = self._read(lambda: list(self.db.table("owned").rows))
+        return {r["job_id"]: (r["nice"], r["features"], r.get("prev_nice"),
+                              r.get("prev_features")) for r in rows}
 
     def forget(self, job_ids: Iterable[str]) -> None:
         """Drop ownership records (job finished, or our attributes were reset)."""
@@ -270,12 +384,14 @@ class StateStore:
         self._write(write)
 
     def latest_usage(self) -> dict[str, Any] | None:
-        rows = list(self.db.table("usage_snapshots").rows_where(order_by="id desc", limit=1))
+        """The latest usage snapshot (None before any)."""
+        rows = self._read(lambda: list(self.db.table("usage_snapshots").rows_where(
+            order_by="id desc", limit=1)))
         return dict(json.loads(rows[0]["ledger"])) if rows else None
 
     def last_observed(self) -> float | None:
         """When the daemon last observed Slurm (every cycle, quiet ones too, saves the ledger)."""
-        row = self.db.execute("SELECT MAX(at) FROM usage_snapshots").fetchone()
+        row = self._read(lambda: self.db.execute("SELECT MAX(at) FROM usage_snapshots").fetchone())
         return float(row[0]) if row and row[0] is not None else None
 
     def record_model(self, path: str, digest: str, info: Mapping[str, Any]) -> None:
@@ -292,5 +408,7 @@ class StateStore:
         self._write(write)
 
     def latest_model(self) -> dict[str, Any] | None:
-        rows = list(self.db.table("model_versions").rows_where(order_by="id desc", limit=1))
+        """The latest recorded predictor model (None before any)."""
+        rows = self._read(lambda: list(self.db.table("model_versions").rows_where(
+            order_by="id desc", limit=1)))
         return rows[0] if rows else None

@@ -139,10 +139,12 @@ def test_a_version_1_store_is_migrated_and_its_rows_read(tmp_path: Path) -> None
                  "VALUES (5, 0.1, 'fair', 0, 'd', 1, 0, 1, 1, 0, 0)")
     conn.execute("INSERT INTO decisions (cycle_id, job_id, inputs_digest, nice, features, "
                  "outcome) VALUES (1, '7', 'd', 10, 'v100', 'applied')")
+    conn.execute("INSERT INTO owned (job_id, nice, features, updated) VALUES ('7', 10, 'v100', 5)")
     conn.commit()
     conn.close()
     st = StateStore(path)
-    assert st.schema_version() == len(MIGRATIONS) == 2
+    assert st.schema_version() == len(MIGRATIONS) == 3
+    assert st.owned_rows() == {"7": (10, "v100", None, None)}  # the prev pair came with v3
     (row,) = st.job_history("7")
     assert (row["action"], row["reason"], row["started"], row["policy"]) == (
         "update", "", 5.0, "fair")
