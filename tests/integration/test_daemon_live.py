@@ -8,6 +8,8 @@ trained model; the DescriptorEstimator path is unit-tested.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -210,6 +212,65 @@ def test_slurmctld_restart_backs_off_and_resumes(
     assert squeue(slurm_runner, [jid])[jid][1] == "a100"
 
 
+def test_slurmdbd_down_keeps_the_daemon_scheduling_with_shares_from_sacctmgr(
+        local_cluster: LocalCluster, slurm_backend: CommandBackend,
+        slurm_runner: SubprocessRunner, submitted: list[str], tmp_path: Path) -> None:
+    jid = submit(slurm_backend, submitted, "hase-dbd", "--gpus=1")
+    wait_in_accounting(slurm_runner, jid)
+    store = StateStore(tmp_path / "s.db")
+    # no fixed shares: every cycle asks sacctmgr, which needs slurmdbd
+    d = Daemon(slurm_backend, make_policy("hase", beta=0.0), Table(), WallClock(), store, CFG,
+               LoopSettings(interval_s=5, backoff_s=1, backoff_max_s=4))
+    local_cluster.stop_service("slurmdbd")
+    try:
+        with pytest.raises(SlurmError):
+            slurm_backend.account_shares()  # what the daemon meets
+        d.step()
+        assert d.failures == 0 and len(store.cycles()) == 1
+        assert squeue(slurm_runner, [jid])[jid][1] == "a100"
+    finally:
+        local_cluster.up()  # starts slurmdbd again (the rest still runs)
+
+
+class Killed(BaseException):
+    """Stands for SIGKILL mid-act: nothing after it runs in the daemon."""
+
+
+def test_what_a_daemon_killed_mid_act_had_set_is_in_its_store_and_reset_undoes_it(
+        slurm_backend: CommandBackend, slurm_runner: SubprocessRunner,
+        submitted: list[str], tmp_path: Path) -> None:
+    jobs = [submit(slurm_backend, submitted, f"hase-k{a}{i}", "--gpus=1", "-A", f"team{a}")
+            for a in "ab" for i in range(2)]
+    sent: list[str] = []
+
+    class DiesAtThird(CommandBackend):
+        def update_job(self, job_id: str, update: JobUpdate) -> None:
+            if len(sent) == 2:
+                raise Killed
+            sent.append(job_id)
+            super().update_job(job_id, update)
+
+    cfg = replace(CFG, batch_updates=False, update_workers=1, nice_scale=1100,
+                  nice_zero=NICE_MAX)  # the daemon's negative Nice
+    shares = {"teama": 1.0, "teamb": 1.0}
+    store = StateStore(tmp_path / "s.db")
+    first = Daemon(DiesAtThird(slurm_backend.runner), make_policy("fair"), Table(), WallClock(),
+                   store, cfg, LoopSettings(interval_s=5), shares=shares)
+    with pytest.raises(Killed):
+        first.step()
+    store.close()
+    rows = squeue(slurm_runner, jobs)
+    assert all(int(rows[j][2]) < 0 for j in sent)  # in Slurm, not in any cycle row
+    # the store knows what the killed daemon set: reset (as `hase schedd reset` after it) takes
+    # it off again, so Slurm is left as before the daemon
+    owned = {jid: OwnedAttrs(n, f) for jid, (n, f) in StateStore(tmp_path / "s.db").owned().items()}
+    assert set(sent) <= set(owned)
+    out = reset_decisions(slurm_backend, owned, ("gpu",))
+    assert {o.job_id for o in out if o.outcome == "reset"} == set(sent)
+    rows = squeue(slurm_runner, jobs)
+    assert all(rows[j][2] == "0" and rows[j][1] == "" for j in jobs), rows
+
+
 def test_job_cancelled_between_observe_and_act(
         slurm_backend: CommandBackend, submitted: list[str]) -> None:
     a = submit(slurm_backend, submitted, "hase-x", "--gpus=1")
@@ -226,6 +287,36 @@ def test_job_cancelled_between_observe_and_act(
                     CycleConfig(partitions=("gpu",)))
     assert a in {j for j, _ in res.skipped} and b in {j for j, _ in res.applied}
     assert res.errors == []
+
+
+def test_a_hung_slurmctld_stops_the_acting_at_the_first_timeout(
+        local_cluster: LocalCluster, slurm_backend: CommandBackend,
+        submitted: list[str]) -> None:
+    jobs = [submit(slurm_backend, submitted, f"hase-h{i}", "--gpus=1") for i in range(3)]
+    pid = int(str(local_cluster.table.load()["slurmctld"]["pid"]))
+    calls: list[str] = []
+
+    class Hangs(CommandBackend):
+        """slurmctld stops answering (SIGSTOP: alive, its port open) at the first update."""
+
+        def update_job(self, job_id: str, update: JobUpdate) -> None:
+            calls.append(job_id)
+            if len(calls) == 1:
+                os.kill(pid, signal.SIGSTOP)
+            super().update_job(job_id, update)
+
+    be = Hangs(SubprocessRunner(local_cluster.env), timeout_s=3.0)
+    t0 = time.monotonic()
+    try:
+        res = run_cycle(be, make_policy("hase", beta=0.0), Table(), WallClock(),
+                        UsageLedger(3600.0), {}, CycleConfig(partitions=("gpu",)))
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    # one scontrol call waited its 3 s out; the other two were not tried
+    assert res.unavailable and calls == [calls[0]] and calls[0] in jobs
+    assert time.monotonic() - t0 < 20
+    assert {j for j, _ in res.errors} == {calls[0]} and "did not answer" in res.errors[0][1]
+    assert {j for j, _ in res.skipped} == set(jobs) - {calls[0]}
 
 
 def test_hsbatch_constraint_is_ours_a_users_is_not(
