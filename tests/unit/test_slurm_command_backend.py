@@ -207,6 +207,31 @@ def test_negative_nice_reads_as_squeue_text_shows_it(fixtures_dir: Path, local: 
     assert sorted(read.values()) == [-109824000, 7]
 
 
+class SlurmdbdDown:
+    """sacct and sacctmgr fail as they did with slurmdbd down (captured stderr, exit 1)."""
+
+    def __init__(self, fixtures_dir: Path, local: str) -> None:
+        self.err = {cmd: cap(fixtures_dir, local, name) for cmd, name in (
+            ("sacct", "sacct-slurmdbd-down.stderr"),
+            ("sacctmgr", "sacctmgr-shares-slurmdbd-down.stderr"))}
+
+    def run(self, argv: Sequence[str], *, stdin: str | None = None,
+            env: Mapping[str, str] | None = None, timeout_s: float = 60.0,
+            cwd: str | None = None) -> CommandResult:
+        return CommandResult(tuple(argv), 1, "", self.err[argv[0]])
+
+
+@pytest.mark.parametrize("local", LOCAL)
+def test_slurmdbd_down_is_unavailable_for_sacct_and_sacctmgr(fixtures_dir: Path,
+                                                              local: str) -> None:
+    # what the daemon's ledger seeding, history and shares meet (daemon/loop.py carries on)
+    backend = CommandBackend(SlurmdbdDown(fixtures_dir, local), version=(22, 5))
+    with pytest.raises(SlurmUnavailableError, match="Problem talking to the database"):
+        backend.accounting(since="now-1days")
+    with pytest.raises(SlurmUnavailableError, match="Connection refused"):
+        backend.account_shares()
+
+
 def test_other_failures_are_command_errors_with_argv_and_stderr() -> None:
     argv = ("scontrol", "update", "jobid=3", "TresPerJob=gres:gpu:v100:1")
     err = "Invalid GRES specification (with and without type identification)"
