@@ -76,7 +76,7 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
 @click.option("--cluster", "cluster_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Cluster spec TOML ([[nodes]] ...).")
 @click.option("--gpus", "gpus", default="k80=32,p100=32,v100=32", show_default=True,
-              help="Without --cluster: GPUs per type, 4 per node.")
+              help="Without --cluster (refused with it): GPUs per type, 4 per node.")
 @click.option("--policy", "policies", multiple=True, default=["fifo"], show_default=True,
               help="fifo, hase, fair, gavel; repeat it to compare policies on the same jobs "
                    "(one table, ratios to the first, overlaid plots, and by account: which "
@@ -169,6 +169,10 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
     for name in policies:  # an unknown policy or knob fails here, before any work
         make_policy(name, **per_policy[name])
     data = data_dir or DEFAULT_DATA
+    if cluster_path is not None and (click.get_current_context().get_parameter_source("gpus")
+                                     is not click.core.ParameterSource.DEFAULT):
+        raise ConfigError("--gpus with --cluster: the cluster file names every GPU, so --gpus "
+                          "would be ignored; give one of the two")
     spec = load_cluster(cluster_path) if cluster_path is not None else uniform_cluster(
         _gpus(gpus), where="--gpus")
     table = throughput_table(data)

@@ -129,6 +129,13 @@ def prepare_trace(setup: TraceSetup, table: ThroughputTable, spec: ClusterSpec,
                                                         ("load", setup.load)) if v)
         raise ConfigError(f"{how or 'the trace'}: the jobs arrive over {span:,.0f} s, over the "
                           f"simulator's limit of {LIMIT_TEXT}")
+    if warn is not None and spec.shares:
+        seen = sorted({j.account for j in jobs})
+        if not set(seen) & set(spec.shares):
+            more = f" and {len(seen) - 5} more" if len(seen) > 5 else ""
+            warn(f"the cluster file's [[accounts]] ({', '.join(sorted(spec.shares))}) match none "
+                 f"of the trace's accounts ({', '.join(seen[:5])}{more}): every account gets "
+                 "share 1")
     return jobs
 
 
