@@ -11,6 +11,7 @@ import pytest
 from tests.unit.test_sim_bad_input import _hase, _sim_args
 from tests.unit.test_sim_cli import _data_dir
 
+
 @pytest.fixture()
 def data(tmp_path: Path, fixtures_dir: Path) -> Path:
     return _data_dir(tmp_path, fixtures_dir)
