@@ -281,11 +281,16 @@ def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
 
 
 def _check_registry(registry: str | None) -> None:
-    """Refuse an existing file that is not a model registry before any work starts."""
+    """Refuse an existing file that is not a model registry before any work starts: a bad
+    option like the other output checks (exit 2)."""
     if registry:
+        from slurm_hase.errors import ConfigError, StoreError
         from slurm_hase.predict.registry import ModelRegistry
 
-        ModelRegistry.check(registry)
+        try:
+            ModelRegistry.check(registry)
+        except StoreError as exc:
+            raise ConfigError(f"--registry {exc}") from None
 
 
 def _store(pred: Predictor, out: str, registry: str | None, note: str, msg: str,

@@ -76,7 +76,8 @@ def test_a_registry_that_is_not_a_database_is_refused_before_training(
     bad.write_bytes(b"not sqlite at all" * 100)
     out = tmp_path / "m.json"
     code, _o, err = _main(["model", "train", "--data", small, "--out", str(out), "--registry", str(bad)], capsys)
-    assert code == 1 and f"hase: error: {bad}: cannot open model registry" in err
+    # a bad option, like the other output checks before any work (exit 2)
+    assert code == 2 and f"hase: error: --registry {bad}: cannot open model registry" in err
     assert not out.exists() and no_training == []
     # a database whose predictor_models table is something else is refused the same way
     import sqlite3
