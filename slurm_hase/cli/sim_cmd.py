@@ -68,6 +68,13 @@ def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
     return out
 
 
+def _jain(every: float | None, per_day: float | None) -> str:
+    """Both Jain figures; None: the run was never contended (nothing to judge)."""
+    if every is None:
+        return "Jain n/a (never contended)"
+    return f"Jain {every:.3f} (per day {'n/a' if per_day is None else f'{per_day:.3f}'})"
+
+
 @click.command(name="simulate")
 @click.option("--trace", required=True,
               help="Trace file, or philly / gavel / alibaba: those traces in --data-dir (gavel "
@@ -290,8 +297,8 @@ def _print(policies: tuple[str, ...], metrics: dict[str, dict[str, Any]],
         click.echo(f"{name + ': ' if len(policies) > 1 else ''}"
                    f"avg JCT {m.get('avg_jct_s', 0) / 3600:.2f} h, p99 JCT "
                    f"{m.get('p99_jct_s', 0) / 3600:.2f} h, p99 rho {m.get('rho_p99', 0):.2f}, "
-                   f"Jain {m.get('jain_accounts', 0):.3f} (per day "
-                   f"{m.get('jain_accounts_1d', 0):.3f}), wall {m.get('wall_s', 0):.1f} s")
+                   f"{_jain(m.get('jain_accounts'), m.get('jain_accounts_1d'))}, "
+                   f"wall {m.get('wall_s', 0):.1f} s")
     if len(policies) > 1:
         click.echo(comparison_table(policies, metrics))
     click.echo(account_table(policies, metrics))

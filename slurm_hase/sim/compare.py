@@ -88,8 +88,10 @@ def comparison_table(policies: Sequence[str], metrics: Mapping[str, Mapping[str,
     """One row per policy (the COMPARED metrics) and the JCT ratio to the first."""
     ratios = comparison(policies, metrics)["avg_jct_vs_baseline"]
     header = ["policy", *[label for _, label, _ in COMPARED], f"JCT / {policies[0]}"]
-    rows = [[p, *[f"{metrics[p].get(key, 0.0) / unit:.{3 if unit == 1.0 else 2}f}"
-                  for key, _, unit in COMPARED],
+    def cell(value: float | None, unit: float) -> str:  # None: a Jain never contended
+        return "n/a" if value is None else f"{value / unit:.{3 if unit == 1.0 else 2}f}"
+
+    rows = [[p, *[cell(metrics[p].get(key, 0.0), unit) for key, _, unit in COMPARED],
              "-" if ratios[p] is None else f"{ratios[p]:.3f}"] for p in policies]
     return "\n".join(["", *_aligned(header, rows)])
 

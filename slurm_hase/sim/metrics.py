@@ -20,6 +20,8 @@
   window, each account's summed service over its summed entitlement, then Jain over accounts;
   the mean over windows. Fairness counted over time: a gang job that puts its account above
   its entitlement for a few hours, balanced by less later the same day, is not penalised.
+  Both are None (n/a in tables, left out of means over seeds) for a run that was never
+  contended.
 """
 
 from __future__ import annotations
@@ -62,15 +64,17 @@ def level_series(samples: list[Sample], total_gpus: float, shares: Mapping[str, 
         yield s.t, {a: s.accounts[a][0] / e for a, e in ent.items() if e > 0}
 
 
-def jain_over_time(samples: list[Sample], total_gpus: float, shares: Mapping[str, float]) -> float:
-    """Mean Jain's index over the contended samples where at least two accounts have jobs."""
+def jain_over_time(samples: list[Sample], total_gpus: float, shares: Mapping[str, float]
+                   ) -> float | None:
+    """Mean Jain's index over the contended samples where at least two accounts have jobs;
+    None when there is none (never contended: nothing to judge, not a perfect 1)."""
     vals = [jain(list(levels.values()))
             for _, levels in level_series(samples, total_gpus, shares)]
-    return float(np.mean(vals)) if vals else 1.0
+    return float(np.mean(vals)) if vals else None
 
 
 def jain_over_windows(samples: list[Sample], total_gpus: float, shares: Mapping[str, float],
-                      window_s: float = 86400.0) -> float:
+                      window_s: float = 86400.0) -> float | None:
     """Mean over windows of Jain's index of each account's summed service / summed entitlement.
 
     The same contended samples as jain_over_time, grouped by t // window_s: an account that
@@ -83,7 +87,7 @@ def jain_over_windows(samples: list[Sample], total_gpus: float, shares: Mapping[
             acc[0] += s.accounts[a][0]
             acc[1] += e
     vals = [jain([got / due for got, due in sums.values() if due > 0]) for sums in windows.values()]
-    return float(np.mean(vals)) if vals else 1.0
+    return float(np.mean(vals)) if vals else None
 
 
 def account_metrics(result: SimResult) -> dict[str, dict[str, float | None]]:

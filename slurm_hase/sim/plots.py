@@ -93,6 +93,10 @@ def plot_fairness(results: Mapping[str, SimResult], path: Path, accounts: int = 
         ax.axhline(1.0, color="k", linewidth=0.5)
         ax.set_ylabel(f"{name}: level")
         ax.legend(fontsize=6, ncol=2)
+    if not any(level_series(res.samples, float(sum(res.gpus_by_type.values())), res.shares)
+               for res in results.values()):
+        axes[0, 0].text(0.5, 0.5, "never contended: no sample to judge", ha="center",
+                        va="center", transform=axes[0, 0].transAxes)
     axes[0, 0].axhline(0.95, color="k", linestyle="--", linewidth=0.8)
     axes[0, 0].set_ylabel("Jain over accounts")
     axes[0, 0].set_title("while contended (some job pending, >= 2 accounts with jobs)", fontsize=8)
@@ -116,15 +120,18 @@ def plot_bench(rows: Sequence[Mapping[str, Any]], path: Path, title: str = "") -
     axes[1].set_title("p99 finish-time fairness rho (log)")
     per_day = all("jain_accounts_1d" in r for r in rows)
     width = 0.4 if per_day else 0.8
+    def jain_of(r: Mapping[str, Any], key: str) -> float:  # None (never contended): no bar
+        return float("nan") if r.get(key) is None else float(r[key])
+
     axes[2].bar([x - (width / 2 if per_day else 0.0) for x in xs],
-                [float(r["jain_accounts"]) for r in rows], width, label="every 10 min")
+                [jain_of(r, "jain_accounts") for r in rows], width, label="every 10 min")
     if per_day:
-        axes[2].bar([x + width / 2 for x in xs], [float(r["jain_accounts_1d"]) for r in rows],
+        axes[2].bar([x + width / 2 for x in xs], [jain_of(r, "jain_accounts_1d") for r in rows],
                     width, label="per day")
         axes[2].legend(fontsize=7, loc="lower center", ncol=2, framealpha=0.9)
     axes[2].axhline(0.95, color="k", linestyle="--", linewidth=0.8)
-    lowest = min((float(r[k]) for r in rows for k in ("jain_accounts", "jain_accounts_1d") if k in r),
-                 default=0.5)
+    lowest = min((float(r[k]) for r in rows for k in ("jain_accounts", "jain_accounts_1d")
+                  if r.get(k) is not None), default=0.5)
     axes[2].set_ylim(min(0.5, lowest - 0.05), 1.0)
     axes[2].set_title("Jain over accounts (target 0.95)")
     for ax in axes:

@@ -47,7 +47,8 @@ def test_jain_over_time_counts_only_contended_samples() -> None:
     contended = jain_over_time([unfair], 8.0, shares)
     assert contended == pytest.approx(jain([4.0 / 4.0, 1.0 / 4.0]))
     assert jain_over_time([unfair, calm, calm, calm], 8.0, shares) == pytest.approx(contended)
-    assert jain_over_time([calm], 8.0, shares) == 1.0  # no contended sample: nothing to judge
+    assert jain_over_time([calm], 8.0, shares) is None  # no contended sample: nothing to judge
+    assert jain_over_windows([calm], 8.0, shares) is None
 
 
 def test_jain_over_windows_evens_out_turns_within_a_day_not_across_days() -> None:
@@ -64,7 +65,7 @@ def test_jain_over_windows_evens_out_turns_within_a_day_not_across_days() -> Non
     # uncontended samples are left out, as in jain_over_time
     calm = Sample(1200.0, 0, 1, {}, {"a": (8.0, 8.0), "b": (0.0, 0.0)})
     assert jain_over_windows([a_turn, b_turn, calm], 8.0, shares) == pytest.approx(1.0)
-    assert jain_over_windows([calm], 8.0, shares) == 1.0
+    assert jain_over_windows([calm], 8.0, shares) is None  # never contended: n/a
 
 
 def _done(idx: int, account: str, gpus: int, submit: float, start: float, end: float,
