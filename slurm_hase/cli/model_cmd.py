@@ -57,7 +57,9 @@ def train_cmd(data: tuple[str, ...], out: str, registry: str | None, note: str) 
 
 
 @model.command("evaluate")
-@click.option("--data", "data", multiple=True, required=True, type=click.Path(dir_okay=False))
+@click.option("--data", "data", multiple=True, required=True, type=click.Path(dir_okay=False),
+              help="Measurement CSV to cross-validate on (repeatable: the files are joined; "
+                   "each fold needs 10 rows to train on).")
 @click.option("--split", type=click.Choice(["random", "leave-one-gpu-out", "leave-one-model-out",
                                             "leave-one-pair-out"]), default=None,
               help="Cross-validate with this split (retrains per fold).")
@@ -220,7 +222,7 @@ def _dur(s: float | None) -> str:
 
 @model.command("refit")
 @click.option("--data", "data", multiple=True, required=True, type=click.Path(dir_okay=False),
-              help="Base measurement CSV(s) the new model also trains on.")
+              help="Base measurement CSV the new model also trains on (repeatable).")
 @click.option("--out", required=True, type=OutputFile(), help="Model file to write.")
 @click.option("--registry", type=OutputFile(), default=None,
               help="SQLite file to record the model as a new version.")
