@@ -2,7 +2,8 @@
 is), plus `count = N` node groups and [billing].
 
     [[nodes]]
-    name = "a100-[1-2]"      # or: count = 500 (names become <gpu_type>-<i>)
+    name = "a100-[1-2]"      # or: count = 500 (names become <gpu_type>-<i>, or <name>-<i>
+                             # with a name beside it: its part before any "[")
     gpu_type = "a100"        # resolved through the GPU catalog (close matches on a typo)
     gpus = 4
     features = ["a100", "ampere"]   # the canonical type is always added
