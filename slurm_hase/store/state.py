@@ -24,44 +24,13 @@ import sqlite_utils
 
 from slurm_hase.errors import StoreError
 from slurm_hase.store.faults import Fault, classify
+from slurm_hase.store.schema import MIGRATIONS, OwnedRow, upsert_owned
 
 log = logging.getLogger("slurm_hase.store")
 
 Write = Callable[[sqlite_utils.Database], None]
 T = TypeVar("T")
 
-MIGRATIONS: tuple[tuple[str, str], ...] = (
-    ("initial", """
-CREATE TABLE cycles (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, started REAL NOT NULL, duration_s REAL NOT NULL,
-    policy TEXT NOT NULL, dry_run INTEGER NOT NULL, inputs_digest TEXT NOT NULL,
-    pending INTEGER NOT NULL, running INTEGER NOT NULL, decisions INTEGER NOT NULL,
-    applied INTEGER NOT NULL, skipped INTEGER NOT NULL, errors INTEGER NOT NULL,
-    unavailable INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE decisions (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, cycle_id INTEGER NOT NULL REFERENCES cycles(id),
-    job_id TEXT NOT NULL, inputs_digest TEXT NOT NULL, nice INTEGER, features TEXT,
-    outcome TEXT NOT NULL, answer TEXT NOT NULL DEFAULT '');
-CREATE INDEX decisions_job ON decisions(job_id);
-CREATE TABLE owned (
-    job_id TEXT PRIMARY KEY, nice INTEGER, features TEXT, updated REAL NOT NULL);
-CREATE TABLE usage_snapshots (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, ledger TEXT NOT NULL);
-CREATE TABLE model_versions (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, loaded_at REAL NOT NULL, path TEXT NOT NULL,
-    digest TEXT NOT NULL, info TEXT NOT NULL DEFAULT '{}');
-"""),
-    ("decision reasons", """
-ALTER TABLE decisions ADD COLUMN action TEXT NOT NULL DEFAULT 'update';
-ALTER TABLE decisions ADD COLUMN reason TEXT NOT NULL DEFAULT '';
-CREATE INDEX cycles_started ON cycles(started);
-CREATE INDEX decisions_cycle ON decisions(cycle_id);
-"""),
-    ("ownership while an update's outcome is unknown", """
-ALTER TABLE owned ADD COLUMN prev_nice INTEGER;
-ALTER TABLE owned ADD COLUMN prev_features TEXT;
-"""),
-)
 
 
 @dataclass(frozen=True)
@@ -104,25 +73,6 @@ def check_store_path(path: str | Path) -> None:
         raise StoreError(f"state store {p} is a directory, not a database file")
     if not p.parent.is_dir():
         raise StoreError(f"state store {p}: folder {p.parent} does not exist")
-
-
-# (nice, features) or (nice, features, prev_nice, prev_features): nice/features None keep what
-# the store has; the prev pair (None when left out) replaces it
-OwnedRow = tuple[int | None, str | None] | tuple[int | None, str | None, int | None, str | None]
-
-
-def _upsert_owned(db: sqlite_utils.Database, owned_updates: Mapping[str, OwnedRow],
-                  at: float) -> None:
-    for jid, row in owned_updates.items():
-        nice, feats = row[0], row[1]
-        prev_nice, prev_feats = (row[2], row[3]) if len(row) == 4 else (None, None)
-        db.execute(
-            "INSERT INTO owned(job_id, nice, features, updated, prev_nice, prev_features) "
-            "VALUES (?,?,?,?,?,?) ON CONFLICT(job_id) DO UPDATE SET "
-            "nice=COALESCE(excluded.nice, owned.nice), "
-            "features=COALESCE(excluded.features, owned.features), updated=excluded.updated, "
-            "prev_nice=excluded.prev_nice, prev_features=excluded.prev_features",
-            [jid, nice, feats, at, prev_nice, prev_feats])
 
 
 class StateStore:
@@ -296,7 +246,7 @@ class StateStore:
             cid = db.table("cycles").insert({**cycle.__dict__, "dry_run": int(cycle.dry_run),
                                        "unavailable": int(cycle.unavailable)}).last_pk
             db.table("decisions").insert_all({**r.__dict__, "cycle_id": cid} for r in rows)
-            _upsert_owned(db, owned_updates, at)
+            upsert_owned(db, owned_updates, at)
 
         self._write(write)
 
@@ -307,7 +257,7 @@ class StateStore:
         if not owned_updates:
             return
         at = self._clock()
-        self._write(lambda db: _upsert_owned(db, owned_updates, at))
+        self._write(lambda db: upsert_owned(db, owned_updates, at))
 
     def cycles(self, limit: int = 10) -> list[dict[str, Any]]:
         """Latest cycles, newest first, each with `requeued`: the running jobs it requeued."""
