@@ -6,6 +6,7 @@ Kept thin and light: no click, numpy or LightGBM on this path (startup time coun
 from __future__ import annotations
 
 import contextlib
+import io as io_module
 import os
 import sys
 from collections.abc import Sequence
@@ -59,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     costs tens of milliseconds and does nothing hsbatch needs. Called with ``argv``, it returns.
     """
     args = list(sys.argv[1:] if argv is None else argv)
+    for stream in (sys.stdout, sys.stderr):  # sbatch's bytes back as they came (runner.py)
+        if isinstance(stream, io_module.TextIOWrapper):
+            stream.reconfigure(errors="surrogateescape")
     out, err = ClosedPipeSafe(sys.stdout), ClosedPipeSafe(sys.stderr)
     io = Io(read_stdin=_read_stdin, out=out, err=err, env=os.environ)
     deps = Deps(runner=SubprocessRunner(), sbatch=os.environ.get("HSBATCH_SBATCH", "sbatch"),

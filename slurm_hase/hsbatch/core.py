@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the rest loads only when a job carries a description (start
     from slurm_hase.slurm.runner import Runner
     from slurm_hase.slurm.types import Node, Partition
 
+REFUSED = "Batch job submission failed"  # sbatch's words when it submitted nothing
 SBATCH_TIMEOUT_S = 7 * 86400.0  # never cut sbatch short (--wait can block for days)
 QUERY_TIMEOUT_S = 5.0
 FLAGS = frozenset({"hase-explain", "hase-no-constraint"})
@@ -173,7 +174,9 @@ def run(argv: Sequence[str], io: Io, deps: Deps) -> int:
     if desc is None and hopts.explain:
         io.err.write("hsbatch: no workload description; the scheduler will describe this job "
                      "by its history (same user and job name)\n")
-    return _sbatch(deps, [*extra, *sb_argv], stdin_text, io)
+    constrained = [a for a in extra if not a.startswith("--constraint=")]
+    return _sbatch(deps, [*extra, *sb_argv], stdin_text, io,
+                   retry=[*constrained, *sb_argv] if len(constrained) < len(extra) else None)
 
 
 def _described(hopts: HaseOptions, header: Header) -> bool:
@@ -224,7 +227,8 @@ def _additions(
 
     test_only = sc.has("test-only")
     constrain = plan.may_constrain(req, test_only=test_only, het=sc.het or header.het,
-                                   enabled=not hopts.no_constraint)
+                                   enabled=not hopts.no_constraint,
+                                   pbs=header.pbs and not sc.has("ignore-pbs"))
     attach = not test_only and req.comment is None
     head: list[str] = []
     if not test_only:
@@ -380,10 +384,21 @@ def _why(exc: BaseException) -> str:
     return f"predictor failed ({type(exc).__name__}: {exc})"
 
 
-def _sbatch(deps: Deps, args: Sequence[str], stdin: str | None, io: Io) -> int:
-    """Run sbatch once and relay its output and exit status untouched."""
+def _sbatch(deps: Deps, args: Sequence[str], stdin: str | None, io: Io,
+            retry: Sequence[str] | None = None) -> int:
+    """Run sbatch and relay its output and exit status untouched. `retry`: the arguments
+    without the GPU-type constraint hsbatch added; when sbatch refuses the job with it
+    (REFUSED: nothing was submitted), sbatch runs once more with those, so that what hsbatch
+    adds never loses a job sbatch would take (a constraint that leaves too few nodes of the
+    job's shape, say)."""
     try:
         result = deps.runner.run([deps.sbatch, *args], stdin=stdin, timeout_s=SBATCH_TIMEOUT_S)
+        if retry is not None and result.returncode != 0 and REFUSED in result.stderr:
+            why = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else ""
+            io.err.write(f"{WARN}sbatch refused the job with the GPU-type constraint hsbatch "
+                         f"added ({why}); submitting it without that constraint\n")
+            result = deps.runner.run([deps.sbatch, *retry], stdin=stdin,
+                                     timeout_s=SBATCH_TIMEOUT_S)
     except SlurmCommandError as exc:
         io.err.write(f"hsbatch: {exc.stderr}\n")
         return exc.returncode

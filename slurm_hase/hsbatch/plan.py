@@ -138,10 +138,13 @@ def needs_predictions(req: Request, desc: WorkloadDescriptor, explain: bool,
     return explain or speed_slack > 0 or (req.time_limit_s is not None and desc.iterations is not None)
 
 
-def may_constrain(req: Request, *, test_only: bool, het: bool, enabled: bool) -> bool:
-    """Only untyped GPU jobs, never over a user's constraint, node list or explicit type."""
-    return (enabled and not test_only and not het and req.gpu_untyped and not req.gpu_typed
-            and not req.constrained and not req.multi_cluster)
+def may_constrain(req: Request, *, test_only: bool, het: bool, enabled: bool,
+                  pbs: bool = False) -> bool:
+    """Only untyped GPU jobs, never over a user's constraint, node list or exclusion or
+    explicit type, nor where #PBS directives (which sbatch reads, hsbatch does not) may say
+    more about the job."""
+    return (enabled and not test_only and not het and not pbs and req.gpu_untyped
+            and not req.gpu_typed and not req.constrained and not req.multi_cluster)
 
 
 def params_m(desc: WorkloadDescriptor) -> float | None:

@@ -31,7 +31,7 @@ class Request(NamedTuple):
 
     gpu_untyped: bool = False  # asks for GPUs (or MPS) without a type
     gpu_typed: bool = False  # names a GPU type somewhere
-    constrained: bool = False  # constraint, node list or node file given
+    constrained: bool = False  # constraint, node list, node file or excluded nodes given
     multi_cluster: bool = False
     comment: str | None = None
     partitions: tuple[str, ...] = ()  # () = the default partition
@@ -76,7 +76,8 @@ def build_request(
         u, t = (classify_gres if name == "gres" else classify_gpus)(value)
         untyped, typed = untyped or u, typed or t
     constrained = any(
-        effective(n, cli, env, script) not in (None, "") for n in ("constraint", "nodelist", "nodefile")
+        effective(n, cli, env, script) not in (None, "")
+        for n in ("constraint", "nodelist", "nodefile", "exclude")
     )
     partition = effective("partition", cli, env, script) or ""
     return Request(

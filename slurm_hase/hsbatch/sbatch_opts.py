@@ -23,7 +23,7 @@ def _names(text: str) -> frozenset[str]:
 
 
 LONG_REQUIRED: frozenset[str] = _names("""
-account acctg-freq array batch bb bbf begin chdir cluster-constraint clusters comment
+account acctg-freq array batch bb bbf begin chdir cluster cluster-constraint clusters comment
 constraint container core-spec cores-per-socket cpu-freq cpus-per-gpu cpus-per-task deadline
 delay-boot dependency distribution error exclude export export-file extra-node-info gid
 gpu-bind gpu-freq gpus gpus-per-node gpus-per-socket gpus-per-task gres gres-flags hint input
@@ -93,12 +93,17 @@ class Scan:
         return found
 
 
+# names sbatch 22.05 takes for the same option (getopt finds a prefix of both unambiguous)
+ALIASES: dict[str, str] = {"cluster": "clusters", "license": "licenses"}
+
+
 def resolve_long(name: str) -> str | None:
-    """The option a (possibly abbreviated) long name means; None if unknown or ambiguous."""
+    """The option a (possibly abbreviated) long name means, aliases made one (``--cluster`` is
+    ``clusters``); None if unknown or ambiguous."""
     if name in LONG_OPTIONS:
-        return name
-    hits = [n for n in LONG_OPTIONS if n.startswith(name)]
-    return hits[0] if len(hits) == 1 else None
+        return ALIASES.get(name, name)
+    hits = {ALIASES.get(n, n) for n in LONG_OPTIONS if n.startswith(name)}
+    return hits.pop() if len(hits) == 1 else None
 
 
 def scan(argv: Sequence[str], *, is_ours: frozenset[str] = frozenset()) -> Scan:

@@ -14,6 +14,7 @@ from slurm_hase.errors import DescriptorError
 MAX_SCRIPT_BYTES = 16 * 1024 * 1024
 MAX_HASE_LINE_BYTES = 1024
 SBATCH_MAGIC = "#SBATCH"
+PBS_MAGIC = "#PBS"  # sbatch reads these too (unless --ignore-pbs); hsbatch does not
 HASE_MAGIC = "#HASE"
 HET_WORDS = ("hetjob", "packjob")
 
@@ -30,21 +31,24 @@ class HaseLine(NamedTuple):
 class Header:
     """What a script's header says."""
 
-    __slots__ = ("directives", "hase", "late_hase", "het")
+    __slots__ = ("directives", "hase", "late_hase", "het", "pbs")
 
     def __init__(self) -> None:
         self.directives: list[list[str]] = []  # #SBATCH words, per line
         self.hase: list[HaseLine] = []
         self.late_hase: list[int] = []  # line numbers of ignored #HASE lines
         self.het = False
+        self.pbs = False  # #PBS directives in the header: sbatch reads them, hsbatch cannot
 
 
-def _magic(line: str, magic: str) -> str | None:
-    """The rest of ``line`` if it is a ``magic`` directive, else None."""
+def _magic(line: str, magic: str, *, blank: bool = True) -> str | None:
+    """The rest of ``line`` if it is a ``magic`` directive, else None. `blank`: a blank must
+    follow the magic word (``#HASE``); sbatch takes any line that starts with ``#SBATCH``
+    (``#SBATCH--partition=debug`` is a directive)."""
     if not line.startswith(magic):
         return None
     rest = line[len(magic):]
-    if rest and not rest[0].isspace():
+    if blank and rest and not rest[0].isspace():
         return None
     return rest
 
@@ -76,7 +80,9 @@ def parse_header(text: str, label: str) -> Header:
             continue
         if not in_header:
             continue
-        rest = _magic(line, SBATCH_MAGIC)
+        if line.startswith(PBS_MAGIC):
+            head.pbs = True
+        rest = _magic(line, SBATCH_MAGIC, blank=False)
         if rest is not None:
             words = _words(rest)
             if words and words[0] in HET_WORDS:

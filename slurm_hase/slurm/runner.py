@@ -25,6 +25,9 @@ class CommandResult(NamedTuple):
         return self
 
 
+_BYTES = ("utf-8", "surrogateescape")
+
+
 class Runner(Protocol):
     """Runs a command and returns its result; never raises on a non-zero exit."""
 
@@ -57,8 +60,8 @@ class SubprocessRunner:
         full_env = {**os.environ, **self.env_overlay, **(env or {})}
         try:
             proc = subprocess.run(  # noqa: S603 - argv list, never a shell
-                list(argv), input=stdin, capture_output=True, text=True,
-                env=full_env, timeout=timeout_s, cwd=cwd, check=False,
+                list(argv), input=None if stdin is None else stdin.encode(*_BYTES),
+                capture_output=True, env=full_env, timeout=timeout_s, cwd=cwd, check=False,
             )
         except subprocess.TimeoutExpired as exc:
             raise SlurmTimeoutError(list(argv), timeout_s) from exc
@@ -67,7 +70,10 @@ class SubprocessRunner:
         except OSError as exc:  # not executable, a folder, ...: the shell's "cannot execute"
             raise SlurmCommandError(list(argv), 126, f"{argv[0]}: cannot run: "
                                                      f"{exc.strerror or exc}") from exc
-        return CommandResult(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
+        # bytes decoded without newline translation; bytes that are not UTF-8 (a job name in
+        # Latin-1) come back as surrogates, which encode back to the very same bytes
+        return CommandResult(tuple(argv), proc.returncode, proc.stdout.decode(*_BYTES),
+                             proc.stderr.decode(*_BYTES))
 
     def spawn(
         self, argv: Sequence[str], *, log_path: str, env: Mapping[str, str] | None = None

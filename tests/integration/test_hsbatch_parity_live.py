@@ -1,0 +1,99 @@
+"""hsbatch against the real sbatch: jobs sbatch accepts are never lost, their fields kept.
+
+Each case runs the same argv/script through sbatch and through hsbatch on the local cluster.
+Jobs get --begin=now+3600 (a held job skips the node-configuration check that refuses them)
+and are cancelled at the end.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slurm
+
+HSBATCH = [sys.executable, "-m", "slurm_hase.hsbatch.cli"]
+DESC = "#HASE model=resnet50 iterations=100000\n"
+BEGIN = "--begin=now+3600"
+
+
+@pytest.fixture()
+def submitted(slurm_env: dict[str, str]) -> Iterator[list[str]]:
+    ids: list[str] = []
+    yield ids
+    if ids:
+        subprocess.run(["scancel", *ids], env=slurm_env, capture_output=True, check=False)
+
+
+def _run(cmd: list[str], env: dict[str, str], cwd: Path, ids: list[str]) -> subprocess.CompletedProcess[bytes]:
+    r = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, stdin=subprocess.DEVNULL,
+                       timeout=120, check=False)
+    ids.extend(i.decode() for i in re.findall(rb"Submitted batch job (\d+)", r.stdout))
+    return r
+
+
+def _field(env: dict[str, str], job: str, name: str) -> str:
+    out = subprocess.run(["scontrol", "show", "job", "-o", job], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    m = re.search(rf"\b{name}=(\S*)", out)
+    return m.group(1) if m else ""
+
+
+def _both(env: dict[str, str], cwd: Path, args: list[str], ids: list[str]):  # type: ignore[no-untyped-def]
+    s = _run(["sbatch", *args], env, cwd, ids)
+    h = _run([*HSBATCH, *args], env, cwd, ids)
+    return s, h
+
+
+def _script(tmp_path: Path, body: str) -> str:
+    p = tmp_path / "job.sh"
+    p.write_text("#!/bin/bash\n" + body + "srun true\n")
+    return str(p)
+
+
+@pytest.mark.parametrize("case,args,header", [
+    ("exclude", ["-G", "1", "-x", "a100-[1-2],v100-[1-2]"], ""),
+    ("gpus-12", ["--gpus=12"], ""),
+    ("5-nodes", ["-N5", "--gpus-per-node=1"], ""),
+    ("40-tasks", ["-n", "40", "--gpus=1"], ""),
+    ("pbs-queue", ["-G", "1"], "#PBS -q debug\n"),
+    ("directive-no-blank", ["-G", "1"], "#SBATCH--partition=debug\n"),
+])
+def test_job_sbatch_accepts_is_not_lost(slurm_env: dict[str, str], tmp_path: Path,
+                                        submitted: list[str], case: str, args: list[str],
+                                        header: str) -> None:
+    s = _script(tmp_path, header + DESC)
+    sb, hs = _both(slurm_env, tmp_path, [BEGIN, *args, s], submitted)
+    assert sb.returncode == 0, sb.stderr
+    assert hs.returncode == 0, f"{case}: sbatch accepted, hsbatch: {hs.stderr!r}"
+
+
+def test_users_directive_constraint_and_comment_are_kept(slurm_env: dict[str, str],
+                                                         tmp_path: Path,
+                                                         submitted: list[str]) -> None:
+    s = _script(tmp_path, "#SBATCH--constraint=t4\n#SBATCH--comment=mine\n" + DESC)
+    sb, hs = _both(slurm_env, tmp_path, [BEGIN, "-G", "1", s], submitted)
+    assert sb.returncode == hs.returncode == 0, (sb.stderr, hs.stderr)
+    s_id, h_id = submitted[0], submitted[1]
+    assert _field(slurm_env, s_id, "Features") == "t4"
+    assert _field(slurm_env, h_id, "Features") == "t4"
+    assert _field(slurm_env, h_id, "Comment") == _field(slurm_env, s_id, "Comment") == "mine"
+
+
+def test_verbose_non_utf8_output_is_relayed(slurm_env: dict[str, str], tmp_path: Path,
+                                            submitted: list[str]) -> None:
+    tag = f"audit-{tmp_path.name}"
+    args = [BEGIN, "-v", "-J", "caf\udce9", f"--comment={tag}", "--wrap", "true"]  # byte 0xe9
+    sb, hs = _both(slurm_env, tmp_path, args, submitted)
+    queued = subprocess.run(["squeue", "-h", "-o", "%i %k"], env=slurm_env, capture_output=True,
+                            text=True, check=False).stdout
+    mine = [line.split()[0] for line in queued.splitlines() if line.endswith(" " + tag)]
+    submitted.extend(i for i in mine if i not in submitted)  # cancel even the unreported one
+    assert sb.returncode == 0 and len(mine) == 2  # both submitted the job
+    assert hs.returncode == 0, hs.stderr[-400:]
+    assert re.fullmatch(rb"Submitted batch job \d+\n", hs.stdout), hs.stdout
