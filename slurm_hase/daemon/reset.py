@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from slurm_hase.daemon.cycle import OwnedAttrs, job_in_partitions
-from slurm_hase.daemon.safety import feature_set
 from slurm_hase.errors import JobNotFoundError, SlurmCommandError, SlurmUnavailableError
 from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.types import JobState, JobUpdate
@@ -31,11 +30,8 @@ class ResetOutcome:
 
 def plan_reset(job_nice: int, job_features: str, mine: OwnedAttrs) -> JobUpdate:
     """The update that removes what we set (empty when nothing of ours is left)."""
-    nices = {n for n in (mine.nice, mine.prev_nice) if n is not None}
-    nice = 0 if job_nice in nices and job_nice != 0 else None
-    current = feature_set(job_features)
-    feats = "" if current and any(f and feature_set(f) == current
-                                  for f in (mine.features, mine.prev_features)) else None
+    nice = 0 if job_nice != 0 and mine.owns_nice(job_nice) else None
+    feats = "" if mine.owns_features(job_features) else None
     return JobUpdate(nice=nice, features=feats)
 
 

@@ -37,6 +37,19 @@ class OwnedAttrs:
     prev_nice: int | None = None
     prev_features: str | None = None
 
+    def owns_nice(self, nice: int) -> bool:
+        """Whether the daemon set this Nice (its last value, or the one before an unknown
+        outcome)."""
+        return nice in (self.nice, self.prev_nice)
+
+    def owns_features(self, features: str) -> bool:
+        """Whether the daemon set this non-empty plain OR-list of features (the same types in
+        any order, as its last value or the one before an unknown outcome)."""
+        current = feature_set(features)
+        return bool(current) and any(
+            mine is not None and feature_set(mine) == current
+            for mine in (self.features, self.prev_features))
+
 
 def record_owned(owned: MutableMapping[str, OwnedAttrs] | None, job_id: str,
                  update: JobUpdate) -> None:
@@ -145,16 +158,14 @@ def _features_ours(job: Job, rec: OwnedAttrs | None, owned_known: bool,
     if job.comment and current == auto_types(job.comment):
         return True  # hsbatch's own constraint, recorded in the description
     if owned_known:
-        return rec is not None and any(
-            mine is not None and feature_set(mine) == current
-            for mine in (rec.features, rec.prev_features))
+        return rec is not None and rec.owns_features(job.features)
     return current <= known_types
 
 
 def _nice_ours(job: Job, rec: OwnedAttrs | None, owned_known: bool) -> bool:
     if job.nice == 0 or not owned_known:
         return True
-    return rec is not None and job.nice in (rec.nice, rec.prev_nice)
+    return rec is not None and rec.owns_nice(job.nice)
 
 
 def plan_updates(
