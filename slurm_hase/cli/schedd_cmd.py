@@ -387,10 +387,11 @@ def render_unit_cmd(config_path: str | None, user: str, slurm_conf: str | None,
     from_env = slurm_conf is None and bool(os.environ.get("SLURM_CONF"))
     if from_env:
         slurm_conf = unit_slurm_conf(os.environ["SLURM_CONF"], "SLURM_CONF")
+    elif slurm_conf is not None:
+        slurm_conf = unit_slurm_conf(slurm_conf)
     text = render_unit(config_path=cfg_path,
                        exec_start=unit_exec(exec_start) if exec_start is not None else None,
-                       user=user,
-                       slurm_conf=unit_slurm_conf(slurm_conf) if slurm_conf is not None else None)
+                       user=user, slurm_conf=slurm_conf)
     if output:
         write_unit(output, text)
     else:

@@ -174,9 +174,10 @@ def run(argv: Sequence[str], io: Io, deps: Deps) -> int:
     if desc is None and hopts.explain:
         io.err.write("hsbatch: no workload description; the scheduler will describe this job "
                      "by its history (same user and job name)\n")
-    constrained = [a for a in extra if not a.startswith("--constraint=")]
+    # hsbatch's additions without its GPU-type constraint: what to try again if that refuses
+    unconstrained = [a for a in extra if not a.startswith("--constraint=")]
     return _sbatch(deps, [*extra, *sb_argv], stdin_text, io,
-                   retry=[*constrained, *sb_argv] if len(constrained) < len(extra) else None)
+                   retry=[*unconstrained, *sb_argv] if len(unconstrained) < len(extra) else None)
 
 
 def _described(hopts: HaseOptions, header: Header) -> bool:
