@@ -77,9 +77,11 @@ def plot_fairness(results: Mapping[str, SimResult], path: Path, accounts: int = 
     plt = _plt()
     fig, axes = plt.subplots(1 + len(results), 1, figsize=(7, 2.6 + 2.0 * len(results)),
                              sharex=True, squeeze=False)
+    contended = False
     for k, (name, res) in enumerate(results.items(), start=1):
         total = float(sum(res.gpus_by_type.values()))
         series = list(level_series(res.samples, total, res.shares))
+        contended = contended or bool(series)
         hours = [t / 3600.0 for t, _ in series]
         axes[0, 0].plot(hours, [jain(list(lv.values())) for _, lv in series], ".-", ms=3,
                         lw=0.6, label=name)
@@ -93,8 +95,7 @@ def plot_fairness(results: Mapping[str, SimResult], path: Path, accounts: int = 
         ax.axhline(1.0, color="k", linewidth=0.5)
         ax.set_ylabel(f"{name}: level")
         ax.legend(fontsize=6, ncol=2)
-    if not any(level_series(res.samples, float(sum(res.gpus_by_type.values())), res.shares)
-               for res in results.values()):
+    if not contended:
         axes[0, 0].text(0.5, 0.5, "never contended: no sample to judge", ha="center",
                         va="center", transform=axes[0, 0].transAxes)
     axes[0, 0].axhline(0.95, color="k", linestyle="--", linewidth=0.8)

@@ -179,6 +179,14 @@ def test_fair_orders_accounts_by_usage_and_reset_undoes_it(
     assert all(rows[j][2] == "0" and rows[j][1] == "" for j in owned)
 
 
+def short_backoff_daemon(backend: CommandBackend, store: StateStore,
+                         shares: dict[str, float] | None = None) -> Daemon:
+    """The hase policy on the fixed runtime table, backing off 1 s, 2 s, 4 s; shares None: ask
+    sacctmgr every cycle."""
+    return Daemon(backend, make_policy("hase", beta=0.0), Table(), WallClock(), store, CFG,
+                  LoopSettings(interval_s=5, backoff_s=1, backoff_max_s=4), shares=shares)
+
+
 def test_slurmctld_restart_backs_off_and_resumes(
         local_cluster: LocalCluster, slurm_backend: CommandBackend,
         slurm_runner: SubprocessRunner, submitted: list[str], tmp_path: Path) -> None:
@@ -189,8 +197,7 @@ def test_slurmctld_restart_backs_off_and_resumes(
     # stop slurmctld only once accounting knows the job.
     wait_in_accounting(slurm_runner, jid)
     store = StateStore(tmp_path / "s.db")
-    d = Daemon(slurm_backend, make_policy("hase", beta=0.0), Table(), WallClock(), store, CFG,
-               LoopSettings(interval_s=5, backoff_s=1, backoff_max_s=4), shares={"teama": 1.0})
+    d = short_backoff_daemon(slurm_backend, store, shares={"teama": 1.0})
     local_cluster.stop_service("slurmctld")
     try:
         delays = [d.step(), d.step()]
@@ -219,8 +226,7 @@ def test_slurmdbd_down_keeps_the_daemon_scheduling_with_shares_from_sacctmgr(
     wait_in_accounting(slurm_runner, jid)
     store = StateStore(tmp_path / "s.db")
     # no fixed shares: every cycle asks sacctmgr, which needs slurmdbd
-    d = Daemon(slurm_backend, make_policy("hase", beta=0.0), Table(), WallClock(), store, CFG,
-               LoopSettings(interval_s=5, backoff_s=1, backoff_max_s=4))
+    d = short_backoff_daemon(slurm_backend, store)
     local_cluster.stop_service("slurmdbd")
     try:
         with pytest.raises(SlurmError):
