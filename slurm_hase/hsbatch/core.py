@@ -23,6 +23,14 @@ if TYPE_CHECKING:  # the rest loads only when a job carries a description (start
     from slurm_hase.slurm.types import Node, Partition
 
 REFUSED = "Batch job submission failed"  # sbatch's words when it submitted nothing
+# slurmctld's reasons (slurm_errno.c) that a GPU-type constraint can cause by leaving too few
+# nodes of the job's shape; a job refused for any other reason is refused without it too
+NO_NODES_FIT = ("Requested node configuration is not available",
+                "Requested partition configuration not available now",
+                "Invalid feature specification",
+                "Node count specification invalid",
+                "Memory required by task is not available",
+                "More processors requested than permitted")
 SBATCH_TIMEOUT_S = 7 * 86400.0  # never cut sbatch short (--wait can block for days)
 QUERY_TIMEOUT_S = 5.0
 FLAGS = frozenset({"hase-explain", "hase-no-constraint"})
@@ -174,8 +182,11 @@ def run(argv: Sequence[str], io: Io, deps: Deps) -> int:
     if desc is None and hopts.explain:
         io.err.write("hsbatch: no workload description; the scheduler will describe this job "
                      "by its history (same user and job name)\n")
-    # hsbatch's additions without its GPU-type constraint: what to try again if that refuses
-    unconstrained = [a for a in extra if not a.startswith("--constraint=")]
+    # hsbatch's additions without its GPU-type constraint (and the comment without the record
+    # of it, so the daemon never takes a constraint the user sets later for hsbatch's): what
+    # to try again if sbatch refuses the job for want of nodes that meet the constraint
+    unconstrained = [f"--comment={comment}" if a.startswith("--comment=") else a
+                     for a in extra if not a.startswith("--constraint=")]
     return _sbatch(deps, [*extra, *sb_argv], stdin_text, io,
                    retry=[*unconstrained, *sb_argv] if len(unconstrained) < len(extra) else None)
 
@@ -258,6 +269,9 @@ def _additions(
     constraint, reason = plan.choose_constraint(rows) if constrain else (None, None)
     if reason and constrain:
         notes.append(reason)
+    if req.held and not hopts.no_constraint:
+        notes.append("held job (--hold): no GPU-type constraint added, since sbatch does not "
+                     "check that nodes meet one for a held job")
     impossible = plan.why_nothing_fits(rows, plan.min_memory_gb(desc, plan.params_m(desc)),
                                         req.time_limit_s)
     if impossible:
@@ -389,12 +403,12 @@ def _sbatch(deps: Deps, args: Sequence[str], stdin: str | None, io: Io,
             retry: Sequence[str] | None = None) -> int:
     """Run sbatch and relay its output and exit status untouched. `retry`: the arguments
     without the GPU-type constraint hsbatch added; when sbatch refuses the job with it
-    (REFUSED: nothing was submitted), sbatch runs once more with those, so that what hsbatch
-    adds never loses a job sbatch would take (a constraint that leaves too few nodes of the
-    job's shape, say)."""
+    (REFUSED: nothing was submitted) for want of nodes that fit (NO_NODES_FIT), sbatch runs
+    once more with those, so that what hsbatch adds never loses a job sbatch would take (a
+    constraint that leaves too few nodes of the job's shape, say)."""
     try:
         result = deps.runner.run([deps.sbatch, *args], stdin=stdin, timeout_s=SBATCH_TIMEOUT_S)
-        if retry is not None and result.returncode != 0 and REFUSED in result.stderr:
+        if retry is not None and result.returncode != 0 and _no_nodes_fit(result.stderr):
             why = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else ""
             io.err.write(f"{WARN}sbatch refused the job with the GPU-type constraint hsbatch "
                          f"added ({why}); submitting it without that constraint\n")
@@ -410,3 +424,8 @@ def _sbatch(deps: Deps, args: Sequence[str], stdin: str | None, io: Io,
     io.err.write(result.stderr)
     rc = result.returncode
     return 128 - rc if rc < 0 else rc
+
+
+def _no_nodes_fit(stderr: str) -> bool:
+    """Whether sbatch submitted nothing for a reason a GPU-type constraint can cause."""
+    return REFUSED in stderr and any(reason in stderr for reason in NO_NODES_FIT)

@@ -142,8 +142,10 @@ def may_constrain(req: Request, *, test_only: bool, het: bool, enabled: bool,
                   pbs: bool = False) -> bool:
     """Only untyped GPU jobs, never over a user's constraint, node list or exclusion or
     explicit type, nor where #PBS directives (which sbatch reads, hsbatch does not) may say
-    more about the job."""
-    return (enabled and not test_only and not het and not pbs and req.gpu_untyped
+    more about the job, nor on a held job: sbatch takes one without checking that any nodes
+    fit it, so a constraint no nodes meet would leave it pending for ever once released."""
+    return (enabled and not test_only and not het and not pbs and not req.held
+            and req.gpu_untyped
             and not req.gpu_typed and not req.constrained and not req.multi_cluster)
 
 

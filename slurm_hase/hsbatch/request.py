@@ -24,6 +24,8 @@ ENV_NAMES: dict[str, str] = {
     "clusters": "SBATCH_CLUSTERS",
     "nodes": "SBATCH_NODES",
 }
+# read by sbatch as well, where the SBATCH_ one is unset (sbatch(1), INPUT ENVIRONMENT VARIABLES)
+ALSO_ENV: dict[str, str] = {"clusters": "SLURM_CLUSTERS"}
 
 
 class Request(NamedTuple):
@@ -38,6 +40,7 @@ class Request(NamedTuple):
     time_limit_s: int | None = None
     requeue: bool | None = None  # --requeue / --no-requeue as sbatch will see it (None = unset)
     gpus: int | None = None  # GPUs the job asks for in all, where that is plain (gpu_count)
+    held: bool = False  # submitted held (--hold / -H): sbatch then checks no node configuration
 
     @property
     def wants_gpus(self) -> bool:
@@ -49,9 +52,9 @@ def effective(name: str, cli: Scan, env: Mapping[str, str], script: Scan) -> str
     value = cli.last(name)
     if value is not None:
         return value
-    env_name = ENV_NAMES.get(name)
-    if env_name is not None and env_name in env:
-        return env[env_name]
+    for env_name in (ENV_NAMES.get(name), ALSO_ENV.get(name)):
+        if env_name is not None and env_name in env:
+            return env[env_name]
     return script.last(name)
 
 
@@ -90,6 +93,7 @@ def build_request(
         time_limit_s=parse_time_limit(effective("time", cli, env, script)),
         requeue=requeue_choice(cli, env, script),
         gpus=gpu_count(cli, env, script),
+        held=effective("hold", cli, env, script) is not None,
     )
 
 
@@ -188,7 +192,12 @@ def _count(text: str) -> int:
 
 def parse_time_limit(text: str | None) -> int | None:
     """Seconds for Slurm's time formats (``M``, ``M:S``, ``H:M:S``, ``D-H[:M[:S]]``);
-    None if unset, unlimited or unreadable."""
+    None if unset, unlimited (a limit of zero is no limit, as sbatch says) or unreadable."""
+    seconds = _time_limit_s(text)
+    return seconds if seconds != 0 else None
+
+
+def _time_limit_s(text: str | None) -> int | None:
     if not text:
         return None
     t = text.strip()

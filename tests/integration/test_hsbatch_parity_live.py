@@ -97,3 +97,37 @@ def test_verbose_non_utf8_output_is_relayed(slurm_env: dict[str, str], tmp_path:
     assert sb.returncode == 0 and len(mine) == 2  # both submitted the job
     assert hs.returncode == 0, hs.stderr[-400:]
     assert re.fullmatch(rb"Submitted batch job \d+\n", hs.stdout), hs.stdout
+
+
+def test_a_held_job_gets_no_constraint_nodes_cannot_meet(slurm_env: dict[str, str],
+                                                         tmp_path: Path,
+                                                         submitted: list[str]) -> None:
+    """sbatch takes a held job without checking node configuration: hsbatch's constraint for
+    '-N5' (a100 or a100|v100: 2 or 4 nodes) would leave it pending for ever once released."""
+    s = _script(tmp_path, DESC)
+    sb, hs = _both(slurm_env, tmp_path, ["--hold", "-N5", "--gpus-per-node=1", s], submitted)
+    assert sb.returncode == 0 and hs.returncode == 0, (sb.stderr, hs.stderr)
+    job = re.findall(rb"Submitted batch job (\d+)", hs.stdout)[0].decode()
+    assert _field(slurm_env, job, "Features") == "(null)"
+
+
+def test_a_refusal_the_constraint_did_not_cause_is_relayed_once(slurm_env: dict[str, str],
+                                                               tmp_path: Path,
+                                                               submitted: list[str]) -> None:
+    s = _script(tmp_path, DESC)
+    sb, hs = _both(slurm_env, tmp_path, [BEGIN, "-A", "no-such-account", "--gpus=1", s],
+                   submitted)
+    assert sb.returncode != 0 and hs.returncode == sb.returncode
+    assert b"without that constraint" not in hs.stderr
+    assert hs.stderr.strip().splitlines()[-1] == sb.stderr.strip().splitlines()[-1]
+
+
+def test_a_retried_job_records_no_constraint(slurm_env: dict[str, str], tmp_path: Path,
+                                             submitted: list[str]) -> None:
+    s = _script(tmp_path, DESC)
+    hs = _run([*HSBATCH, BEGIN, "-N5", "--gpus-per-node=1", s], slurm_env, tmp_path, submitted)
+    assert hs.returncode == 0 and b"without that constraint" in hs.stderr, hs.stderr
+    job = re.findall(rb"Submitted batch job (\d+)", hs.stdout)[0].decode()
+    assert _field(slurm_env, job, "Features") == "(null)"
+    comment = _field(slurm_env, job, "Comment")
+    assert "resnet50" in comment and '"at"' not in comment, comment

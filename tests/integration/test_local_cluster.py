@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from slurm_hase.slurm.localcluster.manager import LocalCluster
 from slurm_hase.slurm.runner import SubprocessRunner
@@ -53,5 +54,12 @@ def test_down_stops_exactly_our_processes_and_up_restores(local_cluster: LocalCl
     assert not [n for n, (pid, binary) in ours.items() if process_alive(pid, binary)]
     assert stray_stepds(local_cluster.paths.slurm_conf) == []
     started = time.monotonic()
-    assert local_cluster.up().ready
+    # two `up`s at once (two users, or a test run beside a demo): before the lock, both started
+    # slurmdbd; the second died on the port and its dead pid replaced the first's in pids.json,
+    # so `status` said "accounting: not answering" and every later `up` failed on the port
+    with ThreadPoolExecutor(2) as pool:
+        statuses = list(pool.map(lambda _: local_cluster.up(), range(2)))
+    assert all(s.ready for s in statuses)
     assert time.monotonic() - started < 90
+    assert sorted(local_cluster.table.alive()) == sorted(ours)
+    assert local_cluster.status().ready

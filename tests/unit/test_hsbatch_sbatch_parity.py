@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from slurm_hase.hsbatch.sbatch_opts import scan
+from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.slurm.runner import CommandResult
 from tests.unit.test_hsbatch_core import FakeRunner, hsbatch, script
 
@@ -108,8 +109,77 @@ def test_a_job_the_added_constraint_leaves_no_room_is_submitted_without_it(
     assert r.code == 0 and r.out == "Submitted batch job 7\n", r.err
     (first, _), (second, _) = r.calls
     assert _added_constraint(first) is not None and _added_constraint(second) is None
-    assert [a for a in first if not a.startswith("--constraint=")] == second
+    # the same but for the constraint and its record ("at") in the description
+    plain = [a for a in first if not a.startswith(("--constraint=", "--comment="))]
+    assert [a for a in second if not a.startswith("--comment=")] == plain
     assert "sbatch refused the job with the GPU-type constraint hsbatch added" in r.err
+
+
+def _comment_of(argv: list[str]) -> WorkloadDescriptor:
+    found = [a.removeprefix("--comment=") for a in argv if a.startswith("--comment=")]
+    return WorkloadDescriptor.from_comment(found[0])
+
+
+def test_the_retry_does_not_record_the_constraint_it_dropped(tmp_path: Path) -> None:
+    """Job 58 on the local cluster (-N5, retried) had Features=(null) but Comment ... "at":"a100":
+    a constraint the user sets later would then be taken for hsbatch's and changed by the
+    daemon. The retried job's description records no constraint."""
+    r = hsbatch(["-N5", "--gpus-per-node=1", script(tmp_path, DESC)],
+                runner=RefusesConstraints())
+    (first, _), (second, _) = r.calls
+    assert _comment_of(first).auto_types and not _comment_of(second).auto_types
+    assert _comment_of(second).model == "resnet50"
+
+
+@pytest.mark.parametrize("stderr", [
+    "sbatch: error: Batch job submission failed: Invalid account or account/partition "
+    "combination specified\n",
+    "sbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job "
+    "submit limit, user's size and/or time limits)\n",
+])
+def test_a_refusal_the_constraint_did_not_cause_is_not_submitted_again(
+        tmp_path: Path, stderr: str) -> None:
+    """'hsbatch -A nosuchacct ...' ran sbatch twice (each leaving a FAILED job in sacct) and
+    blamed the constraint; sbatch refuses that job without it too: one call, its error as is."""
+    refused = FakeRunner(CommandResult(("sbatch",), 1, "", stderr))
+    r = hsbatch(["-A", "nosuchacct", "--gpus=1", script(tmp_path, DESC)], runner=refused)
+    assert _added_constraint(r.calls[0][0]) is not None
+    assert (r.code, r.out, r.err, len(r.calls)) == (1, "", stderr, 1)
+
+
+@pytest.mark.parametrize("hold", [["--hold"], ["-H"], ["--hol"]])
+def test_a_held_job_gets_no_constraint(tmp_path: Path, hold: list[str]) -> None:
+    """sbatch 22.05 takes '--hold -N5 --gpus-per-node=1' without checking node configuration
+    (Features=a100 with 2 a100 nodes was accepted; released, it stayed PENDING for ever while
+    the same job from sbatch ran). Held jobs get no GPU-type constraint; the daemon routes them."""
+    r = hsbatch([*hold, "-N5", "--gpus-per-node=1", "--hase-explain", script(tmp_path, DESC)])
+    (argv, _), = r.calls
+    assert _added_constraint(argv) is None, argv
+    assert "held job" in r.err
+
+
+def test_a_held_job_by_directive_gets_no_constraint(tmp_path: Path) -> None:
+    r = hsbatch(["--gpus=1", script(tmp_path, "#SBATCH -H\n" + DESC)])
+    assert _added_constraint(r.calls[0][0]) is None
+
+
+def test_slurm_clusters_in_the_environment_is_multi_cluster(tmp_path: Path) -> None:
+    """sbatch(1): 'SBATCH_CLUSTERS or SLURM_CLUSTERS: same as --clusters'; only the first
+    counted, so a job sent to another cluster got this cluster's types as a constraint."""
+    s = script(tmp_path, DESC)
+    for name in ("SBATCH_CLUSTERS", "SLURM_CLUSTERS"):
+        r = hsbatch(["-G", "1", s], env={name: "c2"})
+        assert _added_constraint(r.calls[0][0]) is None, name
+
+
+@pytest.mark.parametrize("limit", ["0", "0:0", "0-0"])
+def test_a_time_limit_of_zero_is_no_limit(tmp_path: Path, limit: str) -> None:
+    """sbatch(1): 'A time limit of zero requests that no time limit be imposed' (scontrol shows
+    TimeLimit=UNLIMITED). hsbatch read 0 s: a false 'no GPU type here can run this job' warning,
+    and no constraint."""
+    r = hsbatch(["-t", limit, "--gpus=1", script(tmp_path, DESC)])
+    assert "no GPU type here can run" not in r.err, r.err
+    assert _added_constraint(r.calls[0][0]) is not None
 
 
 def test_a_refusal_without_hsbatchs_constraint_is_relayed_as_it_is(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from slurm_hase.slurm.localcluster.render import render_configs
 from slurm_hase.slurm.localcluster.services import (
     ProcessTable,
     Service,
+    exclusive,
     pid_running,
     port_in_use,
     port_open,
@@ -100,8 +101,13 @@ class LocalCluster:
 
     # ---- up ------------------------------------------------------------------------------
     def up(self, progress: Progress = lambda _: None, timeout_s: float = 90.0) -> ClusterStatus:
-        """Start everything that is not running; idempotent. Returns when ready."""
+        """Start everything that is not running; idempotent, also when run twice at once (the
+        second waits for the first). Returns when ready."""
         self._check_binaries()
+        with exclusive(self.paths.lock_file):
+            return self._up(progress, timeout_s)
+
+    def _up(self, progress: Progress, timeout_s: float) -> ClusterStatus:
         already = self.table.alive()
         if already and self.status().ready:
             progress("already up")
@@ -271,6 +277,10 @@ class LocalCluster:
     # ---- down ----------------------------------------------------------------------------
     def down(self, progress: Progress = lambda _: None) -> list[str]:
         """Stop exactly the processes this cluster started. Returns their names."""
+        with exclusive(self.paths.lock_file):
+            return self._down(progress)
+
+    def _down(self, progress: Progress) -> list[str]:
         running = self.table.alive()
         if "slurmctld" in running:
             self.runner.run(["scancel", "--full", "-u", "root"], timeout_s=10)

@@ -52,6 +52,10 @@ class ClusterPaths:
         return self.run / "pids.json"
 
     @property
+    def lock_file(self) -> Path:
+        return self.root / "cluster.lock"  # held while `up` or `down` runs (services.exclusive)
+
+    @property
     def mariadb_cnf(self) -> Path:
         return self.etc / "mariadb.cnf"
 

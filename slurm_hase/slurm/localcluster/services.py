@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,6 +85,30 @@ class ProcessTable:
             if isinstance(pid, int) and isinstance(binary, str) and process_alive(pid, binary):
                 out[name] = pid
         return out
+
+
+@contextlib.contextmanager
+def exclusive(lock_file: Path, timeout_s: float = 300.0) -> Iterator[None]:
+    """Hold an exclusive lock on `lock_file` (flock) while the block runs, so that two `hase
+    cluster up`/`down` at once do not both start a daemon (the second dies on the port and its
+    pid replaces the first's in pids.json). Waits up to `timeout_s` for another holder."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with lock_file.open("a") as fh:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise ClusterError(
+                        f"another 'hase cluster' command has held {lock_file} for over "
+                        f"{timeout_s:g}s; wait for it to finish, then run this again") from None
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def start_service(
