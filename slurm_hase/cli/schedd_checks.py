@@ -30,9 +30,11 @@ def existing_store(cfg: DaemonConfig) -> StateStore:
     from slurm_hase.store.state import StateStore
 
     not_a_folder(cfg.state_db)
-    if not Path(cfg.state_db).is_file():
-        raise StoreError(f"no state store at {cfg.state_db}: the daemon has not run with this "
-                         "store; pass the daemon's --config (its [schedd] state_db) or --state-db")
+    path = Path(cfg.state_db)
+    if not path.is_file() or path.stat().st_size == 0:
+        what = "an empty file" if path.is_file() else "no state store"
+        raise StoreError(f"{what} at {cfg.state_db}: the daemon has not run with this store; "
+                         "pass the daemon's --config (its [schedd] state_db) or --state-db")
     return StateStore(cfg.state_db)
 
 

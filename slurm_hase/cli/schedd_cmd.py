@@ -327,7 +327,10 @@ def job_cmd(job_id: str, as_json: bool, limit: int, config_path: str | None,
 @CONFIG_OPT
 @DB_OPT
 def reset_cmd(dry_run: bool, config_path: str | None, state_db: str | None) -> None:
-    """Remove our Nice/Features from pending jobs we touched (user changes are kept).
+    """Put back the Nice/Features of pending jobs we touched (user changes are kept).
+
+    Nice goes back to 0 and Features to the constraint hsbatch added at submission (recorded
+    in the job's description), or to none.
 
     \b
     Examples:

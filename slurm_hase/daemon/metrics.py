@@ -40,6 +40,20 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
+def _number(value: float) -> str:
+    """A sample value at full precision, as Prometheus' text format takes it: whole numbers
+    without a point ("3"), others as Python's shortest exact repr ("1796313600.25"); `:g`
+    kept 6 digits, putting the cycle timestamp up to ~5,000 s off."""
+    value = float(value)
+    if value.is_integer() and abs(value) < 2**63:
+        return str(int(value))
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(value)
+
+
 class Metrics:
     """Thread-safe gauge/counter registry rendered as text exposition."""
 
@@ -74,7 +88,8 @@ class Metrics:
                 lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
                 for labels, value in sorted(self._values[name].items()):
                     lab = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
-                    lines.append(f"{name}{{{lab}}} {value:g}" if lab else f"{name} {value:g}")
+                    text = _number(value)
+                    lines.append(f"{name}{{{lab}}} {text}" if lab else f"{name} {text}")
         return "\n".join(lines) + "\n"
 
     def observe_cycle(self, result: CycleResult, wall_s: float) -> None:

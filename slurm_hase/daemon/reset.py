@@ -1,7 +1,8 @@
 """`hase schedd reset`: take our Nice/Features back off pending jobs we touched.
 
-Only attributes that still hold exactly what we set are cleared (Nice -> 0, Features -> ""),
-so anything a user changed since is kept. Slurm then schedules as if the daemon never ran.
+Only attributes that still hold exactly what we set are put back (Nice -> 0; Features -> the
+constraint hsbatch added at submission, as the job's description records it, else ""), so
+anything a user changed since is kept. Slurm then schedules as if the daemon never ran.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from slurm_hase.daemon.cycle import OwnedAttrs, job_in_partitions
+from slurm_hase.daemon.safety import submitted_constraint
 from slurm_hase.errors import JobNotFoundError, SlurmCommandError, SlurmUnavailableError
 from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.types import JobState, JobUpdate
@@ -28,10 +30,14 @@ class ResetOutcome:
     detail: str = ""
 
 
-def plan_reset(job_nice: int, job_features: str, mine: OwnedAttrs) -> JobUpdate:
-    """The update that removes what we set (empty when nothing of ours is left)."""
+def plan_reset(job_nice: int, job_features: str, mine: OwnedAttrs,
+               submitted_features: str = "") -> JobUpdate:
+    """The update that puts back what the job had before we set ours (`submitted_features`:
+    hsbatch's constraint); empty when nothing of ours is left."""
     nice = 0 if job_nice != 0 and mine.owns_nice(job_nice) else None
-    feats = "" if mine.owns_features(job_features) else None
+    feats = (submitted_features
+             if mine.owns_features(job_features) and job_features != submitted_features
+             else None)
     return JobUpdate(nice=nice, features=feats)
 
 
@@ -46,7 +52,7 @@ def reset_decisions(backend: SlurmBackend, owned: Mapping[str, OwnedAttrs],
         if job is None or job.state is not JobState.PENDING:
             out.append(ResetOutcome(job_id, None, "gone", "no longer pending"))
             continue
-        update = plan_reset(job.nice, job.features, mine)
+        update = plan_reset(job.nice, job.features, mine, submitted_constraint(job.comment))
         if update.is_empty():
             out.append(ResetOutcome(job_id, None, "unchanged", "user changed it since"))
             continue

@@ -148,6 +148,12 @@ def auto_types(comment: str) -> frozenset[str]:
     return frozenset(desc.auto_types) if desc is not None else frozenset()
 
 
+def submitted_constraint(comment: str) -> str:
+    """The constraint hsbatch added at submission as sbatch got it ("a100|v100"; "" if none)."""
+    desc = descriptor_of(comment) if comment and '"at"' in comment else None
+    return "|".join(desc.auto_types) if desc is not None else ""
+
+
 def _features_ours(job: Job, rec: OwnedAttrs | None, owned_known: bool,
                    known_types: set[str]) -> bool:
     current = feature_set(job.features)

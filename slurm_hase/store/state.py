@@ -100,12 +100,28 @@ class StateStore:
         self.dropped = 0  # writes given up on (a final error, or over max_backlog)
         try:
             self._read(lambda: self.db.execute("PRAGMA schema_version").fetchone())
+            self._refuse_foreign()
             self._write(self._migrate)
         except StoreError:
             conn.close()
             raise
 
     # -- plumbing ---------------------------------------------------------------------
+
+    def tables(self) -> list[str]:
+        """The database's tables ([] for a new or empty file)."""
+        return self._read(lambda: [str(r[0]) for r in self.db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()])
+
+    def _refuse_foreign(self) -> None:
+        """StoreError for another program's SQLite database (tables, none of them ours): a
+        mistyped path must not get the store's tables written into it."""
+        tables = self.tables()
+        if tables and "migrations" not in tables:
+            shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+            raise StoreError(f"{self.path} is an SQLite database of something else (tables: "
+                             f"{shown}), not a slurm-hase state store; nothing was written "
+                             "(fix --state-db / [schedd] state_db)")
 
     def _migrate(self, db: sqlite_utils.Database) -> None:
         db.execute("CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, "

@@ -384,3 +384,21 @@ def test_negative_nice_keeps_the_order_where_positive_nice_hits_slurms_floor(
     assert {o.outcome for o in out} == {"reset"}
     rows = squeue(slurm_runner, jobs)
     assert all(rows[j][2] == "0" and rows[j][1] == "" for j in jobs), rows
+
+
+def test_reset_puts_back_the_constraint_hsbatch_added(
+        slurm_backend: CommandBackend, slurm_runner: SubprocessRunner,
+        submitted: list[str]) -> None:
+    """A job as hsbatch submits it (Features=a100|v100, "at" in its description) that the
+    daemon re-constrained to a100: reset gives it hsbatch's constraint back, not none."""
+    from slurm_hase.predict.descriptor import WorkloadDescriptor
+
+    comment = WorkloadDescriptor(model="resnet50", batch_size=64, iterations=5000,
+                                 auto_types=("a100", "v100")).to_comment()
+    jid = submit(slurm_backend, submitted, "hase-r", "--gpus=1", "--constraint=a100|v100",
+                 f"--comment={comment}")
+    slurm_backend.update_job(jid, JobUpdate(nice=-500, features="a100"))
+    out = reset_decisions(slurm_backend, {jid: OwnedAttrs(-500, "a100")}, ("gpu",))
+    assert [o.outcome for o in out] == ["reset"]
+    job = slurm_backend.job(jid)
+    assert (job.features, job.nice) == ("a100|v100", 0)

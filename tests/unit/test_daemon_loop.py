@@ -231,6 +231,24 @@ def test_reset_removes_only_what_is_still_ours() -> None:
     assert fb.updates == [("1", JobUpdate(nice=0, features="")), ("2", JobUpdate(nice=0))]
 
 
+def test_reset_puts_back_the_constraint_hsbatch_added() -> None:
+    """hsbatch submitted job 21 with Features=a100|v100 ("at" in its description); the daemon
+    set Features=a100. reset set Features= (none), and the job then ran on a t4, a type
+    hsbatch had excluded: not "as if the daemon never ran"."""
+    from slurm_hase.predict.descriptor import WorkloadDescriptor
+
+    comment = WorkloadDescriptor(model="resnet50", batch_size=64, iterations=5000,
+                                 auto_types=("a100", "v100")).to_comment()
+    fb = FakeBackend([pjob("21", nice=40, features="a100", comment=comment),
+                      pjob("22", nice=40, features="a100|v100", comment=comment),
+                      pjob("23", nice=40, features="a100")], [])
+    owned = {j: OwnedAttrs(40, "a100") for j in ("21", "22", "23")}
+    out = {o.job_id: o for o in reset_decisions(fb, owned)}
+    assert out["21"].update == JobUpdate(nice=0, features="a100|v100")
+    assert out["22"].update == JobUpdate(nice=0)  # the user's (or hsbatch's) own: kept
+    assert out["23"].update == JobUpdate(nice=0, features="")
+
+
 def test_new_ledger_is_seeded_from_sacct_history(tmp_path: Path) -> None:
     from slurm_hase.slurm.types import AccountingRecord
 
@@ -293,3 +311,16 @@ def test_history_sacct_could_not_give_at_start_is_added_once_it_answers(tmp_path
     assert set(late) == set(seeded) == {"old", "busy"}
     for account, value in seeded.items():
         assert late[account] == pytest.approx(value, rel=1e-12)
+
+
+def test_metrics_keep_full_precision() -> None:
+    """`{value:g}` printed the cycle timestamp as 1.79631e+09 (up to ~5,000 s off: useless
+    for the documented liveness alert) and rounded counters past 999,999."""
+    m = Metrics()
+    m.set("hase_schedd_last_cycle_timestamp_seconds", 1796313600.25)
+    m.inc("hase_schedd_actions_total", 1234567, kind="nice")
+    m.set("hase_schedd_cycle_duration_seconds", 0.123456789)
+    text = m.render()
+    assert "hase_schedd_last_cycle_timestamp_seconds 1796313600.25\n" in text
+    assert 'hase_schedd_actions_total{kind="nice"} 1234567\n' in text
+    assert "hase_schedd_cycle_duration_seconds 0.123456789\n" in text

@@ -153,6 +153,49 @@ def test_status_missing_store_uses_hase_error_prefix(tmp_path: Path,
     assert not db.exists()
 
 
+@pytest.mark.parametrize("command", [["status"], ["job", "9"], ["reset", "--dry-run"]])
+def test_read_only_commands_leave_another_programs_database_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        command: list[str]) -> None:
+    """`hase schedd status --state-db other.db` (an SQLite file of another program) printed
+    "no cycles recorded yet" with exit 0 and wrote the store's tables into it; a 0-byte file
+    became a 49 KB store."""
+    import sqlite3
+
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    monkeypatch.setattr(schedd_cmd, "_backend", _no_backend)
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE foo (x)")
+    conn.commit()
+    conn.close()
+    before = other.read_bytes()
+    code, out, err = _main(["schedd", *command, "--state-db", str(other)], capsys)
+    assert code == 1 and out == ""
+    assert err.startswith(f"hase: error: {other} is an SQLite database of something else "
+                          "(tables: foo), not a slurm-hase state store; nothing was written")
+    assert other.read_bytes() == before
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    code, out, err = _main(["schedd", *command, "--state-db", str(empty)], capsys)
+    assert code == 1 and err.startswith(f"hase: error: an empty file at {empty}: ")
+    assert empty.stat().st_size == 0
+
+
+def test_the_daemon_refuses_another_programs_database(tmp_path: Path) -> None:
+    import sqlite3
+
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE jobs (x)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="not a slurm-hase state store"):
+        StateStore(other)
+    assert [r[0] for r in sqlite3.connect(other).execute(
+        "SELECT name FROM sqlite_master")] == ["jobs"]
+
+
 # -- 5: --cycles is not negative -------------------------------------------------------------
 
 def _store_with_cycles(db: Path, n: int) -> None:
