@@ -49,6 +49,9 @@ def known_keys() -> list[str]:
     return list(USER_KEYS)
 
 
+RUN_LENGTH_BY_EPOCHS = frozenset({"epochs", "steps_per_epoch"})
+
+
 class Sources:
     """Collects entries source by source; duplicates inside one source are errors."""
 
@@ -72,6 +75,13 @@ class Sources:
             if canon in seen:
                 raise DescriptorError(f"{e.where}: {e.key}: given twice (also {seen[canon].where})")
             seen[canon] = e
+        # the run's length is one value given two ways: a later source giving it either way
+        # replaces what earlier ones said (iterations=, or epochs= and steps_per_epoch=)
+        if "iterations" in seen:
+            self.entries.pop("epochs", None)
+            self.entries.pop("steps_per_epoch", None)
+        elif seen.keys() & RUN_LENGTH_BY_EPOCHS:
+            self.entries.pop("iterations", None)
         self.entries.update(seen)
 
     def __bool__(self) -> bool:

@@ -164,6 +164,29 @@ def test_descriptor_sources_precedence(tmp_path: Path) -> None:
         model="resnet50", batch_size=32, iterations=9)
 
 
+@pytest.mark.parametrize(("script_line", "options", "iterations"), [
+    ("#HASE iterations=20000\n", ["--hase-epochs=90", "--hase-steps-per-epoch=50"], 4500),
+    ("#HASE epochs=90 steps_per_epoch=50\n", ["--hase-iterations=20000"], 20000),
+    ("#HASE epochs=90 steps_per_epoch=50\n", ["--hase-epochs=10"], 500),
+])
+def test_a_later_source_replaces_the_run_length_given_the_other_way(
+        tmp_path: Path, script_line: str, options: list[str], iterations: int) -> None:
+    """docs/hsbatch.md's example script says '#HASE iterations=20000  # or: epochs=90
+    steps_per_epoch=5000'; '--hase-epochs=90 --hase-steps-per-epoch=5000' on the command line
+    (which wins) was refused: 'give either iterations or epochs+steps_per_epoch, not both'."""
+    s = script(tmp_path, "#HASE model=resnet50\n" + script_line)
+    r = hsbatch([*options, s])
+    assert r.code == 0, r.err
+    comment = r.calls[0][0][1].removeprefix("--comment=")
+    assert WorkloadDescriptor.from_comment(comment).iterations == iterations
+
+
+def test_both_run_lengths_in_one_source_are_still_refused(tmp_path: Path) -> None:
+    r = hsbatch(["--hase-iterations=9", "--hase-epochs=2", "--hase-steps-per-epoch=3",
+                 script(tmp_path, "#HASE model=resnet50\n")])
+    assert r.code == 2 and r.calls == [] and "not both" in r.err
+
+
 def boom_predictor(path: str | None):  # type: ignore[no-untyped-def]
     raise PredictorError("model file: missing the p50 booster")
 
