@@ -77,6 +77,7 @@ class Daemon:
         self.owned: dict[str, OwnedAttrs] = {
             jid: OwnedAttrs(*row) for jid, row in store.owned_rows().items()}
         self.watch = QuietWatch()  # quiet cycles (CycleConfig.refresh_s)
+        self._skips: dict[str, str] = {}  # job id -> why its decision was refused, last cycle
 
     def _scheduler_depth(self) -> int:
         """How deep slurmctld's passes look (SchedulerParameters); Slurm's defaults when it
@@ -202,6 +203,12 @@ class Daemon:
         self.metrics.set("hase_schedd_backoff_seconds", delay)
         return delay
 
+    def _new_refusals(self, result: CycleResult, listed: set[str]) -> list[DecisionRow]:
+        if result.quiet:  # nothing was decided: last cycle's refusals stand
+            return []
+        rows, self._skips = _refusal_rows(result, listed, self._skips)
+        return rows
+
     def _intend(self, owned: Mapping[str, OwnedAttrs]) -> None:
         """What the cycle is about to set, in the store before the first scontrol call."""
         try:
@@ -212,6 +219,7 @@ class Daemon:
 
     def _record(self, result: CycleResult, wall: float) -> None:
         rows = _decision_rows(result, self.config.dry_run)
+        rows += self._new_refusals(result, {r.job_id for r in rows})
         touched = set() if self.config.dry_run else (
             {jid for jid, _ in result.planned} | {jid for jid, _ in result.applied})
         owned_now = {jid: _owned_row(self.owned[jid]) for jid in touched if jid in self.owned}
@@ -307,6 +315,19 @@ def _add_history(ledger: UsageLedger, records: Iterable[AccountingRecord], until
             ledger.add_interval(rec.account, gpus, float(rec.start_time), end)
             added += 1
     return added
+
+
+def _refusal_rows(result: CycleResult, listed: set[str], before: Mapping[str, str]
+                  ) -> tuple[list[DecisionRow], dict[str, str]]:
+    """Rows for decisions the safety checks refused before planning (a Nice or constraint the
+    user set, a held job, ...), each when it first happens and not again every cycle while it
+    stands (`before`: last cycle's refusals); and this cycle's refusals."""
+    reasons = {d.job_id: d.reason for d in result.decisions}
+    now = {jid: why for jid, why in result.skipped if jid not in listed}
+    rows = [DecisionRow(jid, result.inputs_digest, None, None, "skipped", why,
+                        reason=reasons.get(jid, ""))
+            for jid, why in now.items() if before.get(jid) != why]
+    return rows, now
 
 
 def _owned_row(attrs: OwnedAttrs) -> tuple[int | None, str | None, int | None, str | None]:

@@ -324,3 +324,19 @@ def test_metrics_keep_full_precision() -> None:
     assert "hase_schedd_last_cycle_timestamp_seconds 1796313600.25\n" in text
     assert 'hase_schedd_actions_total{kind="nice"} 1234567\n' in text
     assert "hase_schedd_cycle_duration_seconds 0.123456789\n" in text
+
+
+def test_a_refused_decision_is_in_the_jobs_history_once(tmp_path: Path) -> None:
+    """A user set Nice=50 and Features=v100 on job 1: the cycle logged skipped=1 and `--once`
+    printed "nice 50 set by the user; left alone", but `hase schedd job 1` showed nothing of
+    it (no decisions row). Now one row, not one per cycle while it stands."""
+    fb = FakeBackend([pjob("1", nice=50, features="v100")], [gpu_node("a1", "a100")])
+    d, store = make(tmp_path, fb)
+    d.step()
+    rows = store.decisions(job_id="1")
+    assert [(r["outcome"], r["nice"], r["features"]) for r in rows] == [("skipped", None, None)]
+    assert "left alone" in rows[0]["answer"]
+    fb.job_list.append(pjob("2"))  # something changed: the next cycle decides again
+    d.step()
+    assert len(store.decisions(job_id="1")) == 1
+    assert [r["outcome"] for r in store.decisions(job_id="2")] == ["applied"]
