@@ -59,6 +59,14 @@ def _model_info(model: dict[str, Any] | None) -> dict[str, Any] | None:
     return {**model, "info": info} if isinstance(info, dict | list) else model
 
 
+def _model_line(model: dict[str, Any] | None) -> str:
+    """The predictor model the daemon last loaded, in one line."""
+    if model is None:
+        return "model: none recorded yet (the daemon records the model it loads at start)"
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(model["loaded_at"])))
+    return f"model: {model['path']} (sha256 {str(model['digest'])[:12]}, loaded {when})"
+
+
 def _backend() -> Any:
     from slurm_hase.slurm.command_backend import CommandBackend
     from slurm_hase.slurm.runner import SubprocessRunner
@@ -267,6 +275,7 @@ def status_cmd(as_json: bool, cycles: int, config_path: str | None, state_db: st
         click.echo(f"last observed Slurm: {ago:.0f} s ago (cycles that found nothing changed "
                    "decide nothing and are not listed below; see refresh_s)")
     click.echo(f"jobs carrying our Nice/Features: {data['owned_jobs']}")
+    click.echo(_model_line(data["model"]))
     for c in data["cycles"]:
         click.echo(f"  cycle {c['id']:>6}  {c['policy']:<6} pending={c['pending']:<5} "
                    f"applied={c['applied']:<4} requeued={c['requeued']:<3} errors={c['errors']:<3} "

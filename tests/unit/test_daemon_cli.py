@@ -46,6 +46,13 @@ def test_status_json(tmp_path: Path) -> None:
     assert data["last_observed"] == 1060.0
     text = CliRunner().invoke(cli, ["schedd", "status", "--state-db", str(db)]).output
     assert "last observed Slurm:" in text and "refresh_s" in text
+    # `status --help` and docs/daemon.md promise the model in use; only --json had it
+    assert "model: none recorded yet" in text
+    st = StateStore(db)
+    st.record_model("/etc/slurm-hase/site.json", "ab" * 32, {"trees": 3})
+    st.close()
+    text = CliRunner().invoke(cli, ["schedd", "status", "--state-db", str(db)]).output
+    assert "model: /etc/slurm-hase/site.json (sha256 abababababab, loaded " in text
     missing = CliRunner().invoke(cli, ["schedd", "status", "--state-db", str(tmp_path / "no.db")])
     assert isinstance(missing.exception, StoreError) and "no state store" in str(missing.exception)
 
