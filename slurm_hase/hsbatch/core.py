@@ -87,11 +87,27 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], HaseOptions, Scan]:
                 opts.pairs.append((o.name[len(HASE_PREFIX):], o.value))
         else:
             raise UsageError(
-                f"unknown option --{o.name} (hsbatch knows --hase-explain, --hase-descriptor, "
-                "--hase-predictor, --hase-no-constraint and --hase-KEY=VALUE; see hsbatch --help)"
+                f"unknown option --{o.name} ({_option_hint(o.name)}hsbatch knows --hase-explain, "
+                "--hase-descriptor, --hase-predictor, --hase-no-constraint and --hase-KEY=VALUE; "
+                "see hsbatch --help)"
             )
     rest = [w for i, w in enumerate(argv) if i not in drop]
     return rest, opts, scan(rest) if drop else first
+
+
+def _option_hint(name: str) -> str:
+    """'did you mean --hase-model? ' for a mistyped or capitalised --hase- option, or ''."""
+    import difflib
+
+    from slurm_hase.predict.descriptor import unknown_key_hint
+
+    wanted = name.lower().replace("_", "-")
+    ours = sorted(FLAGS | VALUED | _key_options())
+    close = [wanted] if wanted in ours else difflib.get_close_matches(wanted, ours, n=2)
+    if close:
+        return f"did you mean {' or '.join('--' + c for c in close)}? "
+    key_hint = unknown_key_hint(name[len(HASE_PREFIX):])  # 'did you mean batch_size? ' or ''
+    return key_hint.replace("did you mean ", "did you mean --hase-").replace("_", "-")
 
 
 class TextSink(Protocol):

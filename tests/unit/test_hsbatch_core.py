@@ -413,3 +413,13 @@ def test_gpu_count_from_the_request(tmp_path: Path, sbatch_line: str, hase_line:
     desc = WorkloadDescriptor.from_comment(comment.removeprefix("--comment="))
     assert desc is not None and desc.num_gpus == want_gpus
     assert ("says gpus=2 but the job asks for 1 GPU" in r.err) == warns
+
+
+@pytest.mark.parametrize(("option", "hint"), [
+    ("--hase-Model=resnet50", "did you mean --hase-model? "),
+    ("--hase-modle=resnet50", "--hase-model"),
+    ("--hase-explian", "did you mean --hase-explain"),
+])
+def test_a_mistyped_hase_option_gets_a_suggestion(option: str, hint: str) -> None:
+    r = hsbatch([option, "--wrap=true"])
+    assert r.code == 2 and r.calls == [] and hint in r.err, r.err
