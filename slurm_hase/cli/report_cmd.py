@@ -7,7 +7,7 @@ import importlib
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ import click
 
 from slurm_hase.cli.slurm_env import check_slurm_conf
 from slurm_hase.errors import SlurmError
-from slurm_hase.reports.fairness import FairnessReport, fairness_report
+from slurm_hase.reports.fairness import FairnessReport, fairness_report, only_accounts
 from slurm_hase.reports.format import fairness_table, usage_table
 from slurm_hase.reports.queue import with_queue
 from slurm_hase.reports.weights import (
@@ -31,6 +31,10 @@ from slurm_hase.slurm.types import AccountingRecord, Job
 SINCE, UNTIL = "now-7days", "now"  # the default window
 
 
+def _cannot_tell() -> set[str] | None:
+    return None
+
+
 @dataclass(frozen=True)
 class Inputs:
     """What the report needs from Slurm (or from a saved sacct --json file)."""
@@ -39,6 +43,10 @@ class Inputs:
     shares: dict[str, float] | None
     node_types: dict[str, str]
     queue: list[Job] | None = None  # squeue's jobs (live mode), for "pending now"
+    # every account Slurm knows (sacctmgr), asked only when a warning needs it; None: cannot
+    # tell (a saved file, sacctmgr failing). Not the shares' keys: those lack root and accounts
+    # whose fairshare is `parent`
+    known_accounts: Callable[[], set[str] | None] = _cannot_tell
 
 
 def _backend() -> Any:
@@ -68,7 +76,27 @@ def _live(since: str, until: str) -> Inputs:
         click.echo(f"hase: warning: squeue failed ({exc}); pending jobs counted from sacct, "
                    "which leaves out held ones", err=True)
         queue = None
-    return Inputs(list(records), shares, node_types, queue)
+    return Inputs(list(records), shares, node_types, queue, lambda: _slurm_accounts(backend))
+
+
+def _slurm_accounts(backend: Any) -> set[str] | None:
+    """Every account in Slurm's database, from sacctmgr: root and accounts whose fairshare is
+    `parent` too, which account_shares() leaves out. None when sacctmgr fails or the backend
+    runs no Slurm commands (the SlurmBackend protocol lists no accounts; CommandBackend's
+    runner runs sacctmgr)."""
+    from slurm_hase.slurm.commands import sacctmgr_accounts
+    from slurm_hase.slurm.parse_sacct_text import parse_sacctmgr_accounts
+
+    runner = getattr(backend, "runner", None)
+    if runner is None:
+        return None
+    result = runner.run(sacctmgr_accounts(), timeout_s=getattr(backend, "timeout_s", 60.0))
+    if result.returncode != 0:
+        return None
+    try:
+        return parse_sacctmgr_accounts(result.stdout)
+    except SlurmError:
+        return None
 
 
 def _from_file(path: Path) -> Inputs:
@@ -94,7 +122,11 @@ def build_report(since: str | None, until: str | None, accounts: str, weights: s
                  shares: str | None, input_path: Path | None,
                  now: float | None = None) -> FairnessReport:
     """Check the options, fetch records (sacct is asked for exactly the window clipped to; a
-    saved file's records are kept to it), filter by account, derive weights, compute."""
+    saved file's records are kept to it), derive weights, compute over every account, then keep
+    the rows of the --account ones: their shares, entitlements, the weights, the totals and
+    Jain's index stay those of all accounts, and node GPU types are guessed from all records
+    (a saved file's whole content), so what --account or the window selects changes none of
+    them."""
     share_map = _shares(shares) if shares else None
     weight_map = None if weights in ("none", "catalog") else parse_weights(weights)
     at = time.time() if now is None else now
@@ -111,27 +143,29 @@ def build_report(since: str | None, until: str | None, accounts: str, weights: s
         inputs = _from_file(input_path)
         found = [r for r in inputs.records if clip is None or overlaps(r, clip)]
     wanted = {a.strip() for a in accounts.split(",") if a.strip()}
-    records = [r for r in found if not wanted or r.account in wanted]
-    _warn_without_jobs("--account", wanted, {r.account for r in found}, inputs.shares)
+    with_jobs = {r.account for r in found}
+    _warn_without_jobs("--account", wanted, with_jobs,
+                       inputs.known_accounts() if wanted - with_jobs else None)
     if share_map is None:
         share_map = inputs.shares
-    if share_map is not None and wanted:
-        share_map = {a: v for a, v in share_map.items() if a in wanted}
+    guess_from = inputs.records if input_path is not None else found
 
     def make(w: dict[str, float] | None) -> FairnessReport:
-        return fairness_report(records, speed_weights=w, shares=share_map,
-                               node_types=inputs.node_types, window=clip)
+        return fairness_report(found, speed_weights=w, shares=share_map,
+                               node_types=inputs.node_types, window=clip, guess_from=guess_from)
 
     types = make(None).gpu_types
     if weights == "none":
-        return make(dict.fromkeys(types, 1.0))
-    if weight_map is None:
-        return make(catalog_weights(types))
-    return make(check_weights(weight_map, types))
+        rep = make(dict.fromkeys(types, 1.0))
+    elif weight_map is None:
+        rep = make(catalog_weights(types))
+    else:
+        rep = make(check_weights(weight_map, types))
+    return only_accounts(rep, wanted) if wanted else rep
 
 
 def _warn_without_jobs(option: str, wanted: set[str], with_jobs: set[str],
-                      known: Mapping[str, float] | None = None) -> None:
+                      known: Collection[str] | None = None) -> None:
     """A `hase: warning:` line per --account/--user value that has no job in the window (a
     typo, or someone quiet), saying whether Slurm knows it at all when `known` can tell; the
     report itself goes on."""
@@ -152,14 +186,17 @@ def _options(func: Callable[..., None]) -> Callable[..., None]:
                      help=f"Window end (sacct -E), same forms [default: {UNTIL}]. Run time is "
                           "clipped to the window; with --input, only when --since or --until is "
                           "given, and jobs outside it are left out."),
-        click.option("--account", "accounts", default="", help="Only these accounts (comma list)."),
+        click.option("--account", "accounts", default="",
+                     help="Only these accounts' rows (comma list). Shares, entitlements, totals "
+                          "and Jain's index stay those of all accounts (teamb's entitlement is "
+                          "its part of every account's shares)."),
         click.option("--weights", default="catalog", show_default=True,
                      help="Speed weights: catalog (FP16 peak vs fastest), none (all 1), or "
                           "a100=1,t4=0.2 (GPU catalog names or types in the data; types not given weigh 1)."),
         click.option("--shares", default=None,
                      help="Entitlements ACCOUNT=SHARES,... (default: sacctmgr fairshare)."),
         click.option("--input", "input_path", type=click.Path(dir_okay=False, path_type=Path),
-                     default=None, help="Read a saved `sacct --json -a` file instead of Slurm."),
+                     default=None, help="Read a saved `sacct --json -a -D` file instead of Slurm."),
         click.option("--json", "as_json", is_flag=True, help="Print JSON."),
         click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
                      default=None, help="Also write a PNG chart (needs matplotlib)."),
@@ -198,7 +235,7 @@ def usage_cmd(since: str | None, until: str | None, accounts: str, weights: str,
       hase report usage --since now-30days
       hase report usage --user me --since now-30days     # your jobs beside your accounts' totals
       hase report usage --since 2026-11-01 --until 2026-12-01 --account physics,chem --json
-      sacct --json -a -S now-7days > saved.json && hase report usage --input saved.json --plot usage.png
+      sacct --json -a -D -S now-7days > saved.json && hase report usage --input saved.json --plot usage.png
     """
     rep = build_report(since, until, accounts, weights, shares, input_path)
     wanted = {getpass.getuser() if u.strip() == "me" else u.strip()
@@ -210,7 +247,8 @@ def usage_cmd(since: str | None, until: str | None, accounts: str, weights: str,
         rep = only_users(rep, wanted)
     full = rep.as_dict()
     data = {k: full[k] for k in ("window", "gpu_types", "speed_weights", "defaulted_weights",
-                                 "total_gpu_hours", "total_norm_gpu_hours", "accounts", "users")}
+                                 "total_gpu_hours", "total_norm_gpu_hours", "accounts", "users",
+                                 "only_accounts")}
     _emit(rep, usage_table(rep), data, as_json, plot_path)
 
 

@@ -21,7 +21,11 @@ History = Mapping[tuple[str, str], Mapping[str, Sequence[float]]]
 
 
 def build_history(records: Sequence[AccountingRecord]) -> dict[tuple[str, str], dict[str, list[float]]]:
-    """Completed single-type GPU jobs grouped by (user, name) and GPU type."""
+    """Completed single-type GPU jobs grouped by (user, name) and GPU type.
+
+    sacct gives every run of a requeued job (``-D``: one record per run, the same job id); the
+    runs cut short by a requeue end REQUEUED and are no runtime sample, so a requeued job gives
+    the elapsed time of the run that completed, as before sacct was asked for every run."""
     out: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for rec in records:
         typed = {t: n for t, n in rec.alloc_gpus.items() if t and n > 0}

@@ -119,7 +119,7 @@ class Daemon:
             return ledger
         added = _add_history(ledger, records, until=now)
         log.info("usage ledger seeded from sacct", extra={
-            "jobs": len(records), "counted": added,
+            "jobs": len({r.job_id for r in records}), "runs": len(records), "counted": added,
             "usage": {a: round(u) for a, u in ledger.usage().items()}})
         return ledger
 
@@ -143,7 +143,7 @@ class Daemon:
         added = _add_history(self.ledger, records, until=self._unseeded_at)
         self._unseeded_at = None
         log.info("usage ledger seeded from sacct (late)", extra={
-            "jobs": len(records), "counted": added,
+            "jobs": len({r.job_id for r in records}), "runs": len(records), "counted": added,
             "usage": {a: round(u) for a, u in self.ledger.usage().items()}})
 
     def _shares(self) -> Mapping[str, float]:

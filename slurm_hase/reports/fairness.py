@@ -3,6 +3,10 @@
 Pure functions over AccountingRecord lists. A job's GPU time is its allocated GPUs (by type)
 times its run time, clipped to the report window when one is given; an MPS job counts its
 share as a fraction of one GPU (``gres/mps=50`` = half a GPU with 100 shares per GPU).
+
+A requeued job is one record per run (``sacct -D``, and ``sacct --json`` always): every run's
+GPU time counts, the job counts once, and its wait is the time it spent queued before its runs
+(see ``job_wait``).
 """
 
 from __future__ import annotations
@@ -68,6 +72,30 @@ def guess_node_types(records: Iterable[AccountingRecord]) -> dict[str, str]:
     return {node: next(iter(types)) for node, types in seen.items() if len(types) == 1}
 
 
+def job_runs(records: Iterable[AccountingRecord]) -> list[list[AccountingRecord]]:
+    """Records grouped into jobs: the runs of one job id (a requeued job has one record per run;
+    a job of one run is a group of one), each group in run order (by submit time: a requeue
+    resets it) and the groups in the order their first record came."""
+    jobs: dict[str, list[AccountingRecord]] = {}
+    for rec in records:
+        jobs.setdefault(rec.job_id, []).append(rec)
+    return [sorted(runs, key=_run_order) for runs in jobs.values()]
+
+
+def _run_order(rec: AccountingRecord) -> tuple[bool, int]:
+    begin = rec.submit_time if rec.submit_time is not None else rec.start_time
+    return (begin is None, begin or 0)
+
+
+def job_wait(runs: Sequence[AccountingRecord]) -> float | None:
+    """Seconds one job spent queued: for each of its runs that started, start - submit (Slurm
+    resets the submit time at a requeue, so a requeued job adds the time from the requeue to
+    its next start). None when no run started."""
+    waits = [float(max(r.start_time - r.submit_time, 0)) for r in runs
+             if started(r) and r.start_time is not None and r.submit_time is not None]
+    return sum(waits) if waits else None
+
+
 def jain_index(values: Sequence[float]) -> float | None:
     """Jain's fairness index (sum x)^2 / (n sum x^2): 1 = equal, 1/n = one takes all."""
     if not values:
@@ -126,6 +154,7 @@ class FairnessReport:
     window: tuple[int, int] | None = None
     defaulted_weights: list[str] = field(default_factory=list)  # types weighed 1.0 for lack of a weight
     warnings: list[str] = field(default_factory=list)  # e.g. why Jain's index fell back to BY_HOURS
+    only_accounts: list[str] = field(default_factory=list)  # rows shown (only_accounts); [] = all
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready view."""
@@ -141,18 +170,20 @@ class FairnessReport:
             "accounts": [r.as_dict() for r in self.accounts],
             "users": [r.as_dict() for r in self.users],
             "warnings": self.warnings,
+            "only_accounts": self.only_accounts,
         }
 
 
-def _add(row: UsageRow, rec: AccountingRecord, hours: Mapping[str, float],
+def _add(row: UsageRow, runs: Sequence[AccountingRecord], hours: Mapping[str, float],
          weights: Mapping[str, float]) -> None:
+    """Add one job (all its runs) to a row: one job, the GPU-hours of every run."""
     row.jobs += 1
-    if rec.state is JobState.PENDING:
+    if any(r.state is JobState.PENDING for r in runs):
         row.pending_now += 1
-    elif not started(rec):
+    elif not any(started(r) for r in runs):
         row.never_started += 1
-    elif rec.submit_time is not None and rec.start_time is not None:
-        row._waits.append(float(max(rec.start_time - rec.submit_time, 0)))
+    elif (wait := job_wait(runs)) is not None:
+        row._waits.append(wait)
     for gpu_type, h in hours.items():
         row.gpu_hours[gpu_type] = row.gpu_hours.get(gpu_type, 0.0) + h
         row.norm_gpu_hours += h * weights.get(gpu_type, 1.0)
@@ -185,24 +216,34 @@ def fairness_report(
     node_types: Mapping[str, str] | None = None,
     window: tuple[int, int] | None = None,
     mps_per_gpu: int = 100,
+    guess_from: Iterable[AccountingRecord] | None = None,
 ) -> FairnessReport:
     """Build the report. speed_weights: GPU type -> relative speed (missing = 1.0, listed in
     defaulted_weights). shares: account -> raw fair-share (sacctmgr, >= 0, else ConfigError);
     accounts missing from it get entitlement 0 and stay out of Jain's index, which is taken over
     accounts with jobs in the records; when none of them is entitled it falls back to
-    normalised GPU-hours, with a warning."""
+    normalised GPU-hours, with a warning. Node GPU types not in `node_types` are guessed from
+    `guess_from` (default: the records), so that a caller who selects records can guess from
+    all of them. Records with the same job id are the runs of one job (see job_runs)."""
     recs = list(records)
     weights = dict(speed_weights or {})
-    types_by_node = {**guess_node_types(recs), **(node_types or {})}
+    guessed = guess_node_types(recs if guess_from is None else guess_from)
+    types_by_node = {**guessed, **(node_types or {})}
     accounts: dict[str, UsageRow] = {}
     users: dict[tuple[str, str], UsageRow] = {}
-    for rec in recs:
-        secs = run_seconds(rec, window)
-        hours = {t: n * secs / 3600.0 for t, n in job_gpus(rec, types_by_node, mps_per_gpu).items()}
-        acct = accounts.setdefault(rec.account, UsageRow(account=rec.account))
-        user = users.setdefault((rec.account, rec.user), UsageRow(account=rec.account, user=rec.user))
-        _add(acct, rec, hours, weights)
-        _add(user, rec, hours, weights)
+    # one job per (account, user, job id): a job whose account was changed between runs counts
+    # in each account it ran in, with the GPU time of its runs there
+    for runs in job_runs(recs):
+        for (account, user_name), mine in _by_owner(runs).items():
+            hours: dict[str, float] = {}
+            for rec in mine:
+                secs = run_seconds(rec, window)
+                for t, n in job_gpus(rec, types_by_node, mps_per_gpu).items():
+                    hours[t] = hours.get(t, 0.0) + n * secs / 3600.0
+            acct = accounts.setdefault(account, UsageRow(account=account))
+            user = users.setdefault((account, user_name), UsageRow(account=account, user=user_name))
+            _add(acct, mine, hours, weights)
+            _add(user, mine, hours, weights)
     total_norm = sum(r.norm_gpu_hours for r in accounts.values())
     for row in [*accounts.values(), *users.values()]:
         row.share = row.norm_gpu_hours / total_norm if total_norm > 0 else 0.0
@@ -228,6 +269,23 @@ def fairness_report(
         defaulted_weights=[t for t in types if t not in weights],
         warnings=warnings,
     )
+
+
+def _by_owner(runs: Sequence[AccountingRecord]) -> dict[tuple[str, str], list[AccountingRecord]]:
+    out: dict[tuple[str, str], list[AccountingRecord]] = {}
+    for rec in runs:
+        out.setdefault((rec.account, rec.user), []).append(rec)
+    return out
+
+
+def only_accounts(report: FairnessReport, accounts: Iterable[str]) -> FairnessReport:
+    """The report limited to some accounts' rows (and their users' rows). Everything else is
+    still of every account in the report: each row's share of all normalised GPU-hours, its
+    entitlement among all accounts' shares, the totals and Jain's index over all accounts."""
+    wanted = set(accounts)
+    return replace(report, accounts=[a for a in report.accounts if a.account in wanted],
+                   users=[u for u in report.users if u.account in wanted],
+                   only_accounts=sorted(wanted))
 
 
 def only_users(report: FairnessReport, users: Iterable[str]) -> FairnessReport:

@@ -25,6 +25,14 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
+def _all_accounts(report: FairnessReport) -> str:
+    """'all accounts, not only teamb' where --account limits the rows (the totals and Jain's
+    index are still of every account), else ''."""
+    if not report.only_accounts:
+        return ""
+    return f"all accounts, not only {', '.join(report.only_accounts)}"
+
+
 def weights_note(report: FairnessReport) -> str:
     """"weights a100=1, t4=0.21; no weight given, counted as 1: mps"."""
     given = ", ".join(f"{t}={w:g}" for t, w in report.speed_weights.items()
@@ -48,8 +56,10 @@ def usage_table(report: FairnessReport) -> str:
                          *[f"{row.gpu_hours.get(t, 0.0):.3f}" for t in types],
                          f"{row.total_gpu_hours:.3f}", f"{row.norm_gpu_hours:.3f}", _wait(row)])
     lines = _table(header, rows)
+    scope = _all_accounts(report)
+    total = f"total of {scope}:" if scope else "total"
     lines += ["", "pending: PENDING now; unstarted: ended (cancelled, failed...) without running",
-              f"total {report.total_gpu_hours:.3f} GPU-hours, "
+              f"{total} {report.total_gpu_hours:.3f} GPU-hours, "
               f"{report.total_norm_gpu_hours:.3f} normalised ({weights_note(report)})"]
     return "\n".join(lines)
 
@@ -62,5 +72,6 @@ def fairness_table(report: FairnessReport) -> str:
     lines = _table(header, rows)
     jain = "-" if report.jain_index is None else f"{report.jain_index:.3f}"
     lines += ["", f"normalised GPU-hours: {weights_note(report)}",
-              f"Jain's fairness index over accounts ({report.jain_basis}): {jain}"]
+              f"Jain's fairness index over {_all_accounts(report) or 'accounts'} "
+              f"({report.jain_basis}): {jain}"]
     return "\n".join(lines)

@@ -59,10 +59,14 @@ def sacct_parsable(
     fields: Sequence[str] = SACCT_FIELDS,
     delimiter: str = SACCT_DELIMITER,
 ) -> list[str]:
-    """``sacct -a -X -P`` (allocations only) with a header line and an unambiguous delimiter."""
+    """``sacct -a -X -P ... -D``: allocations only, with a header line and an unambiguous
+    delimiter, and every run of a requeued job (``-D``; without it sacct shows only the last run,
+    and a report or usage ledger would miss the GPU time of the runs before). A requeued job is
+    then several records with the same job id, one per run, each with its own submit (the
+    requeue resets it), start, end and allocation; the earlier runs have state REQUEUED."""
     return [
         "sacct", "-a", "-X", "-P", f"--delimiter={delimiter}",
-        *_window(since, until, job_ids), "-o", ",".join(fields),
+        *_window(since, until, job_ids), "-o", ",".join(fields), "-D",
     ]
 
 
@@ -121,6 +125,12 @@ def cancel(job_id: str) -> list[str]:
 def sbatch(args: Sequence[str]) -> list[str]:
     """``sbatch --parsable ARGS``; the script, if any, goes to stdin."""
     return ["sbatch", "--parsable", *args]
+
+
+def sacctmgr_accounts() -> list[str]:
+    """Every account in Slurm's database, one name per line (``root`` and accounts whose
+    fairshare is ``parent`` included, which the shares leave out)."""
+    return ["sacctmgr", "show", "account", "format=account", "-P", "-n"]
 
 
 def sacctmgr_shares() -> list[str]:

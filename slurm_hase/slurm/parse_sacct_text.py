@@ -4,6 +4,14 @@ With the default ``|`` delimiter a Constraints value such as ``a100|v100`` adds 
 fields are joined back into Constraints (or the last column if Constraints is not shown). Use
 commands.SACCT_DELIMITER to avoid the ambiguity altogether. A last line without its newline was
 cut mid-record and raises SlurmParseError (its field count alone cannot tell).
+
+With ``-D`` (commands.sacct_parsable asks for it) a requeued job is one line per run, all with
+the same JobID: the earlier runs in state REQUEUED, each run with its own Submit (the requeue
+resets it), Start, End, ElapsedRaw and AllocTRES. Each line is one record here; grouping runs
+into jobs is the reader's (reports.fairness.job_runs).
+
+Also here, beside sacct: ``sacctmgr show account`` (the account names; parse_text.py reads the
+shares, which leave out root and accounts whose fairshare is ``parent``).
 """
 
 from __future__ import annotations
@@ -70,3 +78,16 @@ def parse_sacct_parsable(raw: str, delimiter: str = "|") -> list[AccountingRecor
     if missing:
         raise SlurmParseError(WHAT, f"header lacks {missing}: {lines[0][:80]!r}")
     return [_record(_row(ln.split(delimiter), header, delimiter)) for ln in lines[1:]]
+
+
+def parse_sacctmgr_accounts(raw: str) -> set[str]:
+    """``sacctmgr show account format=account -P -n`` (commands.sacctmgr_accounts): one account
+    name a line -> the names."""
+    names = set()
+    for line in complete_lines(raw, "sacctmgr show account"):
+        name = line.strip()
+        if "|" in name or " " in name:
+            raise SlurmParseError("sacctmgr show account", f"expected one account a line: {line!r}")
+        if name:
+            names.add(name)
+    return names

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from slurm_hase.cli import report_cmd
 from slurm_hase.cli.main import cli
 from slurm_hase.errors import ConfigError, OptionalDependencyError, SlurmCommandError
+from slurm_hase.slurm.runner import CommandResult
 from slurm_hase.slurm.types import AccountingRecord, Job, JobState, Node
 
 
@@ -45,10 +46,12 @@ def test_fairness_json_with_shares_and_account_filter(capture: Path) -> None:
     assert data["jain_basis"] == "share/entitlement"
     assert [a["entitlement"] for a in data["accounts"]] == [pytest.approx(2 / 3), pytest.approx(1 / 3)]
     assert data["speed_weights"] == {"a100": 1.0, "t4": 0.25, "v100": 0.5}
+    every = json.loads(_invoke("fairness", "--input", str(capture), "--json").output)
     res = _invoke("fairness", "--input", str(capture), "--account", "teamb", "--json")
     data = json.loads(res.output)
     assert [a["account"] for a in data["accounts"]] == ["teamb"]
-    assert data["jain_index"] == 1.0
+    # --account limits the rows; Jain's index stays the one over every account
+    assert data["jain_index"] == every["jain_index"] < 1.0 and data["only_accounts"] == ["teamb"]
 
 
 def test_usage_json_has_users(capture: Path) -> None:
@@ -196,7 +199,27 @@ def test_negative_share_is_refused(capture: Path) -> None:
     assert str(res.exception).startswith("bad --shares item 'teama=nan': ")
 
 
+class AccountsRunner:
+    """Answers `sacctmgr show account` (commands.sacctmgr_accounts) with `listed`."""
+
+    def __init__(self, listed: str, returncode: int = 0) -> None:
+        self.listed, self.returncode = listed, returncode
+        self.calls: list[tuple[str, ...]] = []
+
+    def run(self, argv: Any, **_: Any) -> CommandResult:
+        from slurm_hase.slurm.commands import sacctmgr_accounts
+
+        assert list(argv) == sacctmgr_accounts()
+        self.calls.append(tuple(argv))
+        return CommandResult(tuple(argv), self.returncode, self.listed,
+                             "" if self.returncode == 0 else "sacctmgr: error")
+
+
 class KnownAccountsBackend(FakeBackend):
+    def __init__(self) -> None:
+        super().__init__()
+        self.runner = AccountsRunner("root\na\nquiet\n")
+
     def account_shares(self) -> dict[str, float]:
         return {"a": 1.0, "quiet": 1.0}
 

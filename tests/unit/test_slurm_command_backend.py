@@ -93,7 +93,7 @@ def test_accounting_reads_real_unit_separated_sacct(fixtures_dir: Path, local: s
     header, *lines = raw.splitlines()
     ids = [line.split("\x1f", 1)[0] for line in lines]
     argv = tuple(commands.sacct_parsable(job_ids=ids))
-    assert "\x1f" in header and header.split("\x1f") == argv[-1].split(",")
+    assert "\x1f" in header and header.split("\x1f") == argv[argv.index("-o") + 1].split(",")
     recs = {r.name: r for r in CommandBackend(FakeRunner({argv: ok(raw)})).accounting(job_ids=ids)}
     assert sorted(recs) == ["sep-a100", "sep-fail", "sep-mps", "sep-pipe"]
     assert recs["sep-a100"].state is JobState.COMPLETED and recs["sep-a100"].alloc_gpus == {"a100": 1}

@@ -1,0 +1,180 @@
+"""`hase report --account`: which accounts Slurm knows (root and fairshare=parent ones too), and
+what the account filter keeps of the whole report (entitlements, shares, Jain's index)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from slurm_hase.cli import report_cmd
+from slurm_hase.cli.main import cli
+from slurm_hase.errors import SlurmCommandError, SlurmParseError
+from slurm_hase.slurm.parse_text import parse_sacctmgr_shares
+from slurm_hase.slurm.runner import CommandResult
+from slurm_hase.slurm.types import AccountingRecord, Job, JobState, Node
+
+LOCAL = "local-22.05"
+# sacctmgr of a tree with a sub-account whose fairshare is `parent` (physics under teama)
+PARENT_ASSOC = "root||1\nroot|root|1\nteama||60\nphysics||parent\nphysics|alice|1\nteamb||40\n"
+PARENT_ACCOUNTS = "root\nteama\nphysics\nteamb\n"
+
+
+class Runner:
+    """Answers sacctmgr show account; counts the calls."""
+
+    def __init__(self, out: str, returncode: int = 0) -> None:
+        self.out, self.returncode = out, returncode
+        self.calls = 0
+
+    def run(self, argv: Any, **_: Any) -> CommandResult:
+        from slurm_hase.slurm.commands import sacctmgr_accounts
+
+        assert list(argv) == sacctmgr_accounts()
+        self.calls += 1
+        return CommandResult(tuple(argv), self.returncode, self.out,
+                             "" if self.returncode == 0 else "sacctmgr: error: Problem talking to the database")
+
+
+class Backend:
+    """Live-mode seam: one teama job, the shares and accounts of `assoc`/`accounts`."""
+
+    def __init__(self, assoc: str, accounts: str, returncode: int = 0) -> None:
+        self.assoc = assoc
+        self.runner = Runner(accounts, returncode)
+
+    def accounting(self, *, since: str, until: str) -> list[AccountingRecord]:
+        return [AccountingRecord("1", "j", "teama", "alice", JobState.COMPLETED, submit_time=0,
+                                 start_time=0, end_time=3600, elapsed_s=3600,
+                                 alloc_gpus={"t4": 1}, nodes="t4-1")]
+
+    def account_shares(self) -> dict[str, float]:
+        return parse_sacctmgr_shares(self.assoc)
+
+    def nodes(self) -> list[Node]:
+        return [Node("t4-1", "IDLE", gpus={"t4": 4})]
+
+    def jobs(self) -> list[Job]:
+        return []
+
+
+def _usage(monkeypatch: pytest.MonkeyPatch, backend: Backend, accounts: str) -> Any:
+    monkeypatch.setattr(report_cmd, "_backend", lambda: backend)
+    return CliRunner().invoke(cli, ["report", "usage", "--since", "1970-01-01", "--account",
+                                    accounts, "--weights", "none"])
+
+
+def test_sacctmgr_accounts_capture_lists_root(fixtures_dir: Path) -> None:
+    """The local cluster's `sacctmgr show account` (capture-local.sh): root is an account, though
+    the shares leave it out."""
+    from slurm_hase.slurm.parse_sacct_text import parse_sacctmgr_accounts
+
+    raw = (fixtures_dir / "slurm" / LOCAL / "sacctmgr-accounts.txt").read_text()
+    assert parse_sacctmgr_accounts(raw) == {"root", "teama", "teamb"}
+    shares = parse_sacctmgr_shares((fixtures_dir / "slurm" / LOCAL / "sacctmgr-shares.txt").read_text())
+    assert "root" not in shares
+    assert parse_sacctmgr_accounts("") == set()
+    with pytest.raises(SlurmParseError):
+        parse_sacctmgr_accounts("root\ntea")  # cut mid-record
+    with pytest.raises(SlurmParseError):
+        parse_sacctmgr_accounts("root||1\n")  # not the account list
+
+
+@pytest.mark.parametrize("account", ["root", "physics"])
+def test_root_and_parent_share_accounts_are_known(monkeypatch: pytest.MonkeyPatch,
+                                                  account: str) -> None:
+    """sacctmgr lists root and `parent`-share accounts; the shares leave them out, so they are
+    no reason to warn that Slurm does not know the account."""
+    assert account not in parse_sacctmgr_shares(PARENT_ASSOC)
+    backend = Backend(PARENT_ASSOC, PARENT_ACCOUNTS)
+    res = _usage(monkeypatch, backend, account)
+    assert res.exit_code == 0, res.output
+    assert res.stderr == (f"hase: warning: --account {account} has no jobs in this window "
+                          "(accounts with jobs: teama)\n")
+    assert backend.runner.calls == 1
+    typo = _usage(monkeypatch, backend, "tema")
+    assert typo.stderr == ("hase: warning: --account tema is not an account Slurm knows "
+                           "(accounts with jobs: teama)\n")
+
+
+def test_accounts_asked_only_for_a_warning_and_never_guessed(monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = Backend(PARENT_ASSOC, PARENT_ACCOUNTS)
+    assert _usage(monkeypatch, backend, "teama").stderr == ""
+    assert backend.runner.calls == 0  # every --account has jobs: sacctmgr not asked
+    down = Backend(PARENT_ASSOC, "", returncode=1)
+    res = _usage(monkeypatch, down, "typo")
+    assert res.exit_code == 0
+    # sacctmgr cannot tell: the shares alone (no root, no parent accounts) do not decide
+    assert res.stderr == ("hase: warning: --account typo has no jobs in this window "
+                          "(accounts with jobs: teama)\n")
+
+
+class NoShares(Backend):
+    def account_shares(self) -> dict[str, float]:
+        raise SlurmCommandError(["sacctmgr"], 1, "down")
+
+
+def test_known_accounts_without_shares(monkeypatch: pytest.MonkeyPatch) -> None:
+    res = _usage(monkeypatch, NoShares(PARENT_ASSOC, PARENT_ACCOUNTS), "physics,nope")
+    assert "--account physics has no jobs in this window" in res.stderr
+    assert "--account nope is not an account Slurm knows" in res.stderr
+
+
+# --- finding 4: --account limits the rows, not the whole the rows are measured against ---------
+
+@pytest.fixture()
+def capture(fixtures_dir: Path) -> Path:
+    return fixtures_dir / "slurm" / "24.11" / "sacct.json"
+
+
+def _json(*args: str) -> dict[str, Any]:
+    res = CliRunner().invoke(cli, ["report", *args, "--json"])
+    assert res.exit_code == 0, res.output
+    return dict(json.loads(res.stdout))
+
+
+def test_account_filter_keeps_entitlement_within_the_whole_tree(capture: Path) -> None:
+    """--account teamb shows teamb's row as it is in the whole report: entitled 40% of shares
+    teama=60,teamb=40, its share of every account's GPU-hours, Jain's index over all accounts."""
+    opts = ["--input", str(capture), "--shares", "teama=60,teamb=40", "--weights", "none"]
+    every = _json("fairness", *opts)
+    one = _json("fairness", *opts, "--account", "teamb")
+    [teamb] = [a for a in every["accounts"] if a["account"] == "teamb"]
+    assert one["accounts"] == [teamb]
+    assert teamb["entitlement"] == pytest.approx(0.4) and teamb["share"] < 1.0
+    assert teamb["ratio"] == pytest.approx(teamb["share"] / 0.4)
+    assert one["jain_index"] == every["jain_index"] < 1.0
+    assert one["total_norm_gpu_hours"] == every["total_norm_gpu_hours"]
+    assert one["only_accounts"] == ["teamb"] and every["only_accounts"] == []
+    text = CliRunner().invoke(cli, ["report", "fairness", *opts, "--account", "teamb"]).stdout
+    row = next(ln.split() for ln in text.splitlines() if ln.startswith("teamb"))
+    assert row[4] == "40.0%"
+    assert text.splitlines()[-1].startswith(
+        "Jain's fairness index over all accounts, not only teamb (share/entitlement): ")
+
+
+def test_account_filter_usage_rows_and_footer(capture: Path) -> None:
+    opts = ["--input", str(capture), "--weights", "none"]
+    every = _json("usage", *opts)
+    one = _json("usage", *opts, "--account", "teamb")
+    assert [a["account"] for a in one["accounts"]] == ["teamb"]
+    assert {u["account"] for u in one["users"]} == {"teamb"}
+    assert one["accounts"] == [a for a in every["accounts"] if a["account"] == "teamb"]
+    assert one["only_accounts"] == ["teamb"] and every["only_accounts"] == []
+    assert one["total_gpu_hours"] == every["total_gpu_hours"]
+    text = CliRunner().invoke(cli, ["report", "usage", *opts, "--account", "teamb"]).stdout
+    assert text.splitlines()[-1].startswith(
+        f"total of all accounts, not only teamb: {every['total_gpu_hours']:.3f} GPU-hours")
+
+
+def test_live_account_filter_uses_sacctmgr_shares_of_every_account(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = Backend(PARENT_ASSOC, PARENT_ACCOUNTS)
+    monkeypatch.setattr(report_cmd, "_backend", lambda: backend)
+    res = CliRunner().invoke(cli, ["report", "fairness", "--since", "1970-01-01", "--account",
+                                   "teama", "--json"])
+    [teama] = json.loads(res.stdout)["accounts"]
+    assert teama["entitlement"] == pytest.approx(0.6) and teama["ratio"] == pytest.approx(1 / 0.6)
