@@ -167,7 +167,7 @@ def predict_cmd(model_file: str | None, model_name: str | None, gflops: float | 
             bad = [k for k, eq, _v in pairs if not eq]
             if bad:
                 raise click.UsageError(f"--spec: expected key=value, got {bad[0]!r}")
-            parsed = WorkloadDescriptor.from_mapping({k: v for k, _eq, v in pairs})
+            parsed = WorkloadDescriptor.from_pairs((k, v) for k, _eq, v in pairs)
         desc = parsed
     else:
         raw: dict[str, object] = {"model": model_name, "gflops": gflops, "params": params,
@@ -253,7 +253,7 @@ def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
     """
     from slurm_hase.predict.dataset import read_many
     from slurm_hase.predict.modelfile import load_predictor
-    from slurm_hase.predict.refit import harvest, refit
+    from slurm_hase.predict.refit import harvest, one_row_per_job, refit
 
     _check_registry(registry)
     reference = load_predictor(model_file)
@@ -277,6 +277,10 @@ def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
         click.echo(f"hase: note: dropped {got.implausible} implausible row(s), more than {max_ratio:g}x "
                    f"off the model in use; worst: {got.worst.describe()}", err=True)
     got.require_rows()
+    _rows, repeats = one_row_per_job(base, got.rows)
+    if repeats:
+        click.echo(f"hase: note: {repeats} harvested job row(s) were already in --data or listed "
+                   "twice: each job counted once (its newest row)", err=True)
     pred = refit(base, got.rows)
     _store(pred, out, registry, "refit", f"refit model -> {out}",
            rows=(got.rows, save_rows) if save_rows else None)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from slurm_hase.errors import PredictorError
+from slurm_hase.predict import bound
 from slurm_hase.predict import features as F
 from slurm_hase.predict.catalog import GpuSpec, resolve_gpu
 from slurm_hase.predict.completion import (
@@ -78,6 +79,9 @@ class Predictor:
     completion_multi: Completion | None = None
     # Measured pairings' out-of-fold residuals, carried to their mirror query (pairs.py).
     pairs: PairMemory | None = None
+    # The physical floor's scale per (model key, mode) the training data measured (bound.py);
+    # None: a file from before the floor, which floors only models it has no measurements of.
+    floor_scales: dict[str, float] | None = None
     _known_gpus: frozenset[str] = field(default=frozenset(), repr=False)
     _cf_models: frozenset[str] = field(default=frozenset(), repr=False)  # model keys the completion knows
     _trees: dict[str, list[Tree]] = field(default_factory=dict, repr=False)
@@ -103,6 +107,11 @@ class Predictor:
                 and math.isfinite(weight) and 0.0 <= weight <= 1.0):
             raise PredictorError(f"model file: bad compute_weight {weight!r} (a number in [0, 1])")
         self.compute_weight = float(weight)
+        if self.floor_scales is not None:
+            try:
+                self.floor_scales = bound.check_scales(self.floor_scales)
+            except ValueError as exc:
+                raise PredictorError(f"model file: {exc}") from None
         self._known_gpus = frozenset(g for gs in self.known.values() for g in gs)
         self._cf_models = frozenset(k.partition("|")[0] for c in (self.completion, self.completion_multi)
                                     if c is not None for k in c.rows)
@@ -146,6 +155,27 @@ class Predictor:
         if not self.factors:
             return 1.0
         return float(self.factors.get(self.level(model_key, gpu_key), 1.0))
+
+    # ---- the physical floor (bound.py) ----------------------------------------------------
+    def floor_scale(self, model_key: str, mode: str) -> float:
+        """The floor's scale for a (model key, mode): what the training data measured (the lowest
+        measured / floor ratio), 1 for a workload it never measured in this mode (the
+        descriptor's FLOPs and weights are all there is); 0 (no floor) for a model measured by a
+        model file from before the floor, which does not say."""
+        if self.floor_scales is None:
+            return 0.0 if model_key in self.known else 1.0
+        return self.floor_scales.get(bound.floor_key(model_key, mode), 1.0)
+
+    def floor(self, job: Sequence[float], spec: GpuSpec, precision: str, model_key: str, mode: str) -> float:
+        """The least iteration time (s) a prediction may give: ``floor_scale`` x
+        ``bound.floor_seconds`` (``job``: ``features.job_vector`` of the workload)."""
+        scale = self.floor_scale(model_key, mode)
+        return scale * bound.floor_seconds(job, precision, spec) if scale > 0.0 else 0.0
+
+    def floor_rows(self, rows: Sequence[Any]) -> list[float]:
+        """``floor`` of each measured row (``dataset.Measurement``: its descriptor on its GPU)."""
+        return [self.floor(F.job_vector(m.desc), resolve_gpu(m.gpu), m.desc.precision, model_key(m.desc),
+                           m.desc.mode) for m in rows]
 
     # ---- completion -----------------------------------------------------------------------
     def _comp(self, num_gpus: int) -> Completion | None:
@@ -203,6 +233,9 @@ class Predictor:
             p50, p90 = self._one(job, look, desc.precision, self.unseen(mkey), cf, desc)
             p50 *= self.factor(mkey, look.key)
             p90 = max(p90, p50)  # a quantile above the median, calibration included
+            # never faster than the GPU could possibly run it; the P90 moves with the P50
+            lift = max(1.0, self.floor(job, spec, desc.precision, mkey, desc.mode) / p50)
+            p50, p90 = p50 * lift, p90 * lift
             it = desc.iterations
             out[name] = Prediction(
                 gpu_type=spec.key,
@@ -252,9 +285,11 @@ class Predictor:
         cf_alone = cf_shared = None
         if wkey is not None and comp is not None and all(column_key(spec.key, k) in comp.cols for k in ctx):
             cf_alone, cf_shared = (wkey, ctx[0], mkey), (wkey, ctx[1], mkey)
-        alone = self._one(F.job_vector(desc.with_corunners(())), spec, desc.precision, unseen, cf_alone)[0]
+        job = F.job_vector(desc.with_corunners(()))
+        least = self.floor(job, spec, desc.precision, mkey, desc.mode)  # the co-runners' work aside
+        alone = max(least, self._one(job, spec, desc.precision, unseen, cf_alone)[0])
         with_co = desc.with_corunners(co)
-        shared = self._one(F.job_vector(with_co), spec, desc.precision, unseen, cf_shared, with_co)[0]
+        shared = max(least, self._one(F.job_vector(with_co), spec, desc.precision, unseen, cf_shared, with_co)[0])
         return max(1.0, shared / alone)
 
     # ---- bulk predictions (numpy / LightGBM) ----------------------------------------------
@@ -303,16 +338,19 @@ class Predictor:
             for u, d in paired:
                 pair_shift[u] = [query_shift(self.pairs, s.key, d) for s in specs]
             scores = scores + pair_shift.reshape(-1)
-        median = scores
-        if q == "p90":  # P90 = P50 + the residual quantile, never below the P50 (as predict())
-            scores = scores + np.maximum(self._raw(x, "p90"), 0.0)
-        times = np.exp(base + scores).reshape(len(uniq), k)
+        p50 = np.exp(base + scores).reshape(len(uniq), k)
         if self.factors:
-            factor = self._factor_matrix(mkeys, [s.key for s in specs])
-            if q == "p50":
-                times *= factor
-            else:
-                times = np.maximum(times, np.exp(base + median).reshape(len(uniq), k) * factor)
+            p50 = p50 * self._factor_matrix(mkeys, [s.key for s in specs])
+        # the physical floor (as predict()): the P90 moves with the P50
+        jobs = np.asarray([j for j, _p, _m, _c in uniq], dtype=float).reshape(len(uniq), F.N_JOB)
+        scale = np.asarray([self.floor_scale(m, d.mode) for m, d in zip(mkeys, first, strict=True)])
+        floors = scale[:, None] * bound.floor_matrix(jobs, [p for _j, p, _m, _c in uniq], specs)
+        lift = np.maximum(1.0, floors / p50)
+        if q == "p50":
+            times = p50 * lift
+        else:  # P90 = P50 + the residual quantile, never below the P50 (as predict())
+            p90 = np.exp(base + scores + np.maximum(self._raw(x, "p90"), 0.0)).reshape(len(uniq), k)
+            times = np.maximum(p90, p50) * lift
         return np.asarray(times[np.asarray(inverse, dtype=np.int64)])
 
     def _factor_matrix(self, model_keys: Sequence[str], gpu_keys: Sequence[str]) -> np.ndarray[Any, Any]:

@@ -13,6 +13,8 @@ DATA_DIR = Path(__file__).resolve().parents[1] / "data"  # package data (plain f
 GENERATIONS: tuple[str, ...] = ("kepler", "pascal", "volta", "turing", "ampere", "ada", "hopper")
 _PREFIXES = ("virtualized", "nvidia", "tesla", "geforce", "quadro")
 _SUFFIXES = ("cts",)
+# bf16 arithmetic (tensor cores) arrived with compute capability 8.0 (Ampere)
+BF16_MIN_CC = 8.0
 
 
 @dataclass(frozen=True)
@@ -37,11 +39,24 @@ class GpuSpec:
         """0 for Kepler, 1 for Pascal, ... (an ordinal feature)."""
         return GENERATIONS.index(self.generation)
 
+    @property
+    def has_bf16(self) -> bool:
+        """Whether the GPU computes bf16 natively (tensor cores from compute capability 8.0,
+        Ampere, on; the catalog's compute_capability says so per type). V100, T4, P100, K80 do
+        not: a bf16 job there runs at FP32 speed at best."""
+        return self.compute_capability >= BF16_MIN_CC
+
+    @property
+    def has_tf32(self) -> bool:
+        """Whether the GPU has TF32 tensor cores (Ampere and later)."""
+        return self.generation_index >= GENERATIONS.index("ampere")
+
     def peak_tflops(self, precision: str) -> float:
-        """Peak dense TFLOPS a framework can reach at this precision (tensor cores when usable)."""
-        if precision in ("fp16", "bf16", "int8"):
+        """Peak dense TFLOPS a framework can reach at this precision (tensor cores when usable);
+        tf32 and bf16 fall back to FP32 on GPUs without them."""
+        if precision in ("fp16", "int8") or (precision == "bf16" and self.has_bf16):
             return max(self.tensor_tflops, self.fp16_tflops, self.fp32_tflops)
-        if precision == "tf32" and self.generation_index >= GENERATIONS.index("ampere"):
+        if precision == "tf32" and self.has_tf32:
             return max(self.tensor_tflops / 2, self.fp32_tflops)
         return self.fp32_tflops
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -130,8 +130,16 @@ class WorkloadDescriptor:
     @classmethod
     def from_mapping(cls, d: Mapping[str, object]) -> WorkloadDescriptor:
         """Build and validate from a mapping (values may be strings as from ``#HASE k=v``)."""
+        return cls.from_pairs(d.items())
+
+    @classmethod
+    def from_pairs(cls, pairs: Iterable[tuple[str, object]]) -> WorkloadDescriptor:
+        """Build and validate from (key, value) pairs in the order given, e.g. the words of
+        ``--spec 'model=resnet50 bs=64'``: a key given twice, under any of its spellings
+        (``bs=64 bs=32``, ``bs=64 batch_size=32``), is refused as hsbatch refuses it, never
+        silently overridden by the later one."""
         canon: dict[str, object] = {}
-        for raw_key, value in d.items():
+        for raw_key, value in pairs:
             key = canonical_key(str(raw_key))
             if key in canon:
                 raise DescriptorError(f"{raw_key}: given twice")

@@ -61,7 +61,8 @@ def score(rows: Sequence[Measurement], pred: Sequence[float]) -> Score:
 
 
 def predict_rows(pred: Predictor, rows: Sequence[Measurement]) -> list[float]:
-    """Our model's P50 for each measured row (including the calibration factor)."""
+    """Our model's P50 for each measured row (including the calibration factor and the physical
+    floor, as ``Predictor.predict``)."""
     import numpy as np
 
     from slurm_hase.predict.completion import context_key
@@ -78,7 +79,8 @@ def predict_rows(pred: Predictor, rows: Sequence[Measurement]) -> list[float]:
                            float(s))
              + query_shift(pred.pairs, m.gpu, m.desc)
              for m, k, s in zip(rows, keys, s50, strict=True)]
-    return [float(v) for v in scale * np.exp(base + s50 + np.asarray(shift))]
+    p50 = scale * np.exp(base + s50 + np.asarray(shift))
+    return [float(v) for v in np.maximum(p50, np.asarray(pred.floor_rows(rows)))]
 
 
 def folds(rows: Sequence[Measurement], split: str, k: int = 5, seed: int = 0) -> list[list[int]]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from slurm_hase.errors import PredictorError
 from slurm_hase.predict import features as F
 from slurm_hase.predict.api import Predictor
+from slurm_hase.predict.bound import check_scales
 from slurm_hase.predict.catalog import DATA_DIR
 from slurm_hase.predict.completion import Completion
 from slurm_hase.predict.forest import pack_trees, trees_from_lists, unpack_trees
@@ -42,6 +43,8 @@ def model_to_json(pred: Predictor) -> str:
         doc["completion_multi"] = pred.completion_multi.as_dict()
     if pred.pairs is not None:
         doc["pairs"] = pred.pairs.as_dict()
+    if pred.floor_scales is not None:
+        doc["floor"] = {"scales": pred.floor_scales}
     return json.dumps(doc, separators=(",", ":"))
 
 
@@ -87,11 +90,16 @@ def predictor_from_json(text: str, origin: str = "model") -> Predictor:
         trees = {q: [trees_from_lists(t) for t in ts] if isinstance(ts, list) else unpack_trees(ts, len(F.FEATURES))
                  for q, ts in doc.get("trees", {}).items()}
         comp, multi, pairs = doc.get("completion"), doc.get("completion_multi"), doc.get("pairs")
+        floor = doc.get("floor")
+        if floor is not None and not isinstance(floor, Mapping):
+            raise ValueError("floor: expected an object")
+        scales = None if floor is None else check_scales(floor.get("scales", {}))
         return Predictor(boosters=dict(boosters), meta=dict(meta),
                          factors=dict(factors), known={k: list(v) for k, v in known.items()},
                          completion=None if comp is None else Completion.from_dict(comp),
                          completion_multi=None if multi is None else Completion.from_dict(multi),
-                         pairs=None if pairs is None else PairMemory.from_dict(pairs), _trees=trees)
+                         pairs=None if pairs is None else PairMemory.from_dict(pairs), floor_scales=scales,
+                         _trees=trees)
     except (PredictorError, TypeError, ValueError, AttributeError) as exc:
         raise PredictorError(f"{origin}: {exc}") from None
 

@@ -150,12 +150,40 @@ def harvest_backend(backend: AccountingSource, since: str = "now-30days", until:
     return harvest(backend.accounting(since=since, until=until), reference, max_ratio)
 
 
+JOB_SOURCE = "site:sacct:"  # the source of a harvested row: JOB_SOURCE + the Slurm job id
+
+
+def job_id(m: Measurement) -> str | None:
+    """The Slurm job id a harvested row came from (its ``site:sacct:<id>`` source), or None for
+    a row of any other source."""
+    return m.source[len(JOB_SOURCE):] if m.source.startswith(JOB_SOURCE) else None
+
+
+def one_row_per_job(base: Sequence[Measurement], new: Sequence[Measurement]
+                    ) -> tuple[list[Measurement], int]:
+    """base + new with one row per harvested job: a job harvested again (a ``--save-rows`` CSV of
+    an earlier refit given back as ``--data`` with an overlapping sacct window, or one job twice
+    in sacct's output) keeps only its newest row, the last in base + new order (so this harvest's
+    over an older file's). Rows of other sources are all kept, in order. Returns (rows, how many
+    repeated rows were dropped)."""
+    rows = [*base, *new]
+    last: dict[str, int] = {}
+    for i, m in enumerate(rows):
+        jid = job_id(m)
+        if jid is not None:
+            last[jid] = i
+    kept = [m for i, m in enumerate(rows) if (jid := job_id(m)) is None or last[jid] == i]
+    return kept, len(rows) - len(kept)
+
+
 def refit(base: Sequence[Measurement], new: Sequence[Measurement], note: str = "refit") -> Predictor:
-    """Retrain on base + new rows (site rows form their own, equally weighted source family);
-    PredictorError when there are no new rows (that would only retrain the base)."""
+    """Retrain on base + new rows (site rows form their own, equally weighted source family),
+    one row per harvested job (``one_row_per_job``: the model's note says how many repeats were
+    dropped); PredictorError when there are no new rows (that would only retrain the base)."""
     from slurm_hase.predict.train import train
 
     if not new:
         raise PredictorError("no site rows to refit on; model unchanged")
-
-    return train([*base, *new], note=f"{note}: {len(new)} site rows")
+    rows, repeats = one_row_per_job(base, new)
+    why = f" ({repeats} repeated job rows dropped: one row per harvested job)" if repeats else ""
+    return train(rows, note=f"{note}: {len(new)} site rows{why}")

@@ -38,6 +38,29 @@ _VERSIONS_SQL = (f"select version, created_at, note, rows, data_sha256, metrics 
                  "order by version")
 
 
+def _inspect(p: Path) -> tuple[set[str], list[str]]:
+    """(the columns of the registry table, the names of the file's other schema objects), read
+    without writing; both empty for a missing or empty file. StoreError when it is not SQLite or
+    its registry table lacks columns."""
+    if not p.exists():
+        return set(), []
+    try:
+        con = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            cols = {row[1] for row in con.execute(f"pragma table_info({TABLE})")}
+            others = [str(row[0]) for row in con.execute(
+                "select name from sqlite_master where name != ? and name not like 'sqlite!_%' "
+                "escape '!' order by name", [TABLE])]
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        raise StoreError(f"{p}: cannot open model registry ({exc})") from None
+    if cols and not set(COLUMNS) <= cols:
+        raise StoreError(f"{p}: table {TABLE} is not a model registry (lacks column(s) "
+                         f"{', '.join(c for c in COLUMNS if c not in cols)})")
+    return cols, others
+
+
 def _version(row: tuple[Any, ...]) -> ModelVersion:
     v, c, n, r, s, m = row
     return ModelVersion(int(v), c, n, int(r), s, json.loads(m or "{}"))
@@ -50,6 +73,7 @@ class ModelRegistry:
         import sqlite_utils
 
         self._path = str(db_path)
+        ModelRegistry.check(db_path)  # never add the table to someone else's database
         try:
             self._db = sqlite_utils.Database(str(db_path))
             if TABLE not in self._db.table_names():
@@ -59,22 +83,18 @@ class ModelRegistry:
 
     @staticmethod
     def check(db_path: str | Path) -> None:
-        """Refuse (StoreError) an existing file that is not a usable model registry, before any
-        work starts and without writing anything (a missing file is fine: saving creates it)."""
-        p = Path(db_path)
-        if not p.exists():
-            return
-        try:
-            con = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
-            try:
-                cols = {row[1] for row in con.execute(f"pragma table_info({TABLE})")}
-            finally:
-                con.close()
-        except sqlite3.Error as exc:
-            raise StoreError(f"{p}: cannot open model registry ({exc})") from None
-        if cols and not set(COLUMNS) <= cols:
-            raise StoreError(f"{p}: table {TABLE} is not a model registry (lacks column(s) "
-                             f"{', '.join(c for c in COLUMNS if c not in cols)})")
+        """Refuse (StoreError naming the file) an existing file that is not a usable model
+        registry, before any work starts and without writing anything: a file that is not SQLite,
+        a ``predictor_models`` table without the registry's columns, or a non-empty SQLite file
+        without that table (someone else's database, which saving would add a table to). A
+        missing file, an empty one and an SQLite file with nothing in it are fine: saving makes
+        them a registry."""
+        cols, others = _inspect(Path(db_path))
+        if not cols and others:
+            shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+            raise StoreError(f"{db_path}: not a model registry: an SQLite file with other contents "
+                             f"({shown}) and no {TABLE} table; nothing was written to it (name a "
+                             "new file or an existing registry)")
 
     def save(self, predictor: Predictor, note: str = "", metrics: dict[str, Any] | None = None) -> int:
         """Store a model as the next version; returns the version number."""
@@ -107,7 +127,7 @@ class ModelRegistry:
         p = Path(db_path)
         if not p.is_file():
             raise StoreError(f"{p}: no such model registry file")
-        ModelRegistry.check(p)
+        _inspect(p)  # listing another SQLite file finds no versions (and writes nothing)
         try:
             con = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
             try:
