@@ -165,8 +165,13 @@ def test_fair_orders_accounts_by_usage_and_reset_undoes_it(
              for i in range(3)]
     ledger = UsageLedger(86400.0, {"teama": 50_000.0, "teamb": 0.0}, last_time=time.time())
     owned: dict[str, OwnedAttrs] = {}
+    # Nice scaled past multifactor's other factors (PriorityWeightFairshare 10000 + Age 1000,
+    # as docs/daemon.md says to set it): with nice_scale 1, the fairshare Slurm keeps from the
+    # cluster's earlier jobs outweighed the policy's order once teama and teamb had used
+    # different amounts
+    cfg = replace(CFG, nice_scale=1100, nice_zero=NICE_MAX)
     res = run_cycle(slurm_backend, make_policy("fair"), Table(), WallClock(), ledger,
-                    {"teama": 1.0, "teamb": 1.0}, CFG, owned=owned)
+                    {"teama": 1.0, "teamb": 1.0}, cfg, owned=owned)
     assert res.errors == [] and res.applied
     rows = squeue(slurm_runner, submitted)
     nice = {j: int(rows[j][2]) for j in submitted}

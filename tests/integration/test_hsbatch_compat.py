@@ -157,7 +157,8 @@ def _show(runner: SubprocessRunner, job_id: str) -> str:
 
 def test_description_and_constraint_reach_slurm(slurm_runner: SubprocessRunner, workdir: Path) -> None:
     script = workdir / "described.sh"
-    script.write_text("#!/bin/bash\n#SBATCH --hold -o /dev/null\n#SBATCH --gpus=1\n"
+    # --begin keeps it from running (a held job gets no constraint: sbatch does not check one)
+    script.write_text("#!/bin/bash\n#SBATCH --begin=now+3600 -o /dev/null\n#SBATCH --gpus=1\n"
                       "#HASE params=7000 gflops=5000 precision=fp16\nsleep 1\n")
     r = slurm_runner.run([*HSBATCH, "--parsable", "-J", "n;$(x) 'q'", str(script)], cwd=str(workdir))
     assert r.returncode == 0, r.stderr
