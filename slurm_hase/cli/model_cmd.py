@@ -135,7 +135,9 @@ _WORKLOAD_OPTIONS = {"model_name": "--model", "gflops": "--gflops", "params": "-
               help="GFLOPs/iter of a job sharing the GPU via MPS (repeatable).")
 @click.option("--gpu", "gpu_types", multiple=True, help="GPU types (default: every catalog type).")
 @click.option("--spec", default=None,
-              help="Whole descriptor instead: 'model=resnet50 bs=64 iters=1000' or a job comment {\"hase\":1,...}.")
+              help="Whole descriptor instead: 'model=resnet50 bs=64 iters=1000', a JSON object "
+                   "as in a descriptor file ('{\"model\": \"resnet50\", \"bs\": 64}') or a job "
+                   "comment {\"hase\":1,...}.")
 @click.option("--json", "as_json", is_flag=True)
 def predict_cmd(model_file: str | None, model_name: str | None, gflops: float | None,
                 params: float | None, batch_size: int | None, precision: str, mode: str, gpus: int,
@@ -162,6 +164,14 @@ def predict_cmd(model_file: str | None, model_name: str | None, gflops: float | 
             raise click.UsageError(f"--spec describes the whole workload; drop {', '.join(given)} "
                                    "(or put them in the spec)")
         parsed = WorkloadDescriptor.from_comment(spec)
+        if parsed is None and spec.lstrip().startswith("{"):  # a JSON object, as in a descriptor file
+            try:
+                obj = json.loads(spec)
+            except ValueError as exc:
+                raise click.UsageError(f"--spec: not valid JSON ({exc})") from None
+            if not isinstance(obj, dict):
+                raise click.UsageError("--spec: a JSON spec must be an object of key: value")
+            parsed = WorkloadDescriptor.from_pairs(obj.items())
         if parsed is None:
             pairs = [item.partition("=") for item in spec.split()]
             bad = [k for k, eq, _v in pairs if not eq]

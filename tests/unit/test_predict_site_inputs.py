@@ -198,3 +198,15 @@ def test_a_key_given_twice_is_refused(pairs: list[tuple[str, object]]) -> None:
     with pytest.raises(DescriptorError, match=rf"^{pairs[2][0]}: given twice"):
         WorkloadDescriptor.from_pairs(pairs)
     assert WorkloadDescriptor.from_pairs(pairs[:2]) == WorkloadDescriptor(model="resnet50", batch_size=64)
+
+
+def test_predict_spec_takes_a_json_object_as_descriptor_files_do(capsys: Capsys) -> None:
+    """hsbatch --hase-descriptor takes a plain JSON object; --spec '{"model":"resnet50"}' failed
+    with 'expected key=value'."""
+    as_json = _main(["model", "predict", "--spec", '{"model": "resnet50", "bs": 64}',
+                     "--gpu", "a100", "--json"], capsys)
+    as_pairs = _main(["model", "predict", "--spec", "model=resnet50 bs=64", "--gpu", "a100",
+                      "--json"], capsys)
+    assert as_json[0] == 0 and as_json[1] == as_pairs[1]
+    code, _out, err = _main(["model", "predict", "--spec", '{"model": '], capsys)
+    assert code == 2 and "--spec: not valid JSON" in err
