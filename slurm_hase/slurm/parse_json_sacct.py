@@ -120,6 +120,19 @@ def _states(value: Any) -> list[str]:
                                          f"got {_show(value)}") from None
 
 
+# Slurm's state flags that name an accounting record, as sacct's text shows it (job_state_string
+# gives a set flag before the base state): 24.11's JSON lists the base state and the flags (an
+# earlier run of a requeued job is ["PENDING", "REQUEUED"]), 22.05's JSON the one name
+_REQUEUE_FLAGS = frozenset({"REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD"})
+
+
+def _accounting_state(names: list[str]) -> JobState:
+    """The record's state as sacct prints it: REQUEUED for a run ended by a requeue."""
+    if _REQUEUE_FLAGS.intersection(names):
+        return JobState.REQUEUED
+    return JobState.parse(names[0] if names else "")
+
+
 def _record(rec: dict[str, Any]) -> AccountingRecord:
     state = _object(_get(rec, "state", "state"), "state")
     st = _states(_get(state, "current", "state.current"))
@@ -132,7 +145,7 @@ def _record(rec: dict[str, Any]) -> AccountingRecord:
         name=_text(rec.get("name"), "name"),
         account=_text(rec.get("account"), "account"),
         user=_text(rec.get("user"), "user"),
-        state=JobState.parse(st[0] if st else ""),
+        state=_accounting_state(st),
         exit_code=_exit_code(rec.get("exit_code")),
         partition=_text(rec.get("partition"), "partition"),
         submit_time=_epoch(t.get("submission"), "time.submission"),

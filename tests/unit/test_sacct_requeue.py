@@ -198,3 +198,20 @@ def test_daemon_ledger_seeding_counts_every_run(fixtures_dir: Path) -> None:
     ledger.add_interval("", 0.0, float(end), float(end))
     assert _add_history(ledger, recs, until=float(end)) == 2
     assert ledger.usage()["teamb"] == pytest.approx(2 * (RUN1_S + RUN2_S), rel=1e-4)
+
+
+@pytest.mark.parametrize("flags", [["PENDING", "REQUEUED"], ["REQUEUED", "PENDING"],
+                                   ["PENDING", "REQUEUE_HOLD"]])
+def test_a_24_11_record_with_the_requeue_flag_is_requeued(fixtures_dir: Path,
+                                                          flags: list[str]) -> None:
+    """24.11's JSON gives the base state and the flags (slurm.schedmd.com/job_state_codes:
+    "the REST API returns both", sacct prints one); the earlier run of a requeued job came back
+    as ["PENDING", "REQUEUED"] and was read as PENDING: the live test on 24.11 found the saved
+    report counting the finished job as pending now. A real 24.11 record, with that state."""
+    doc = json.loads((fixtures_dir / "slurm" / "24.11" / "sacct.json").read_text())
+    doc["jobs"] = [doc["jobs"][0]]
+    doc["jobs"][0]["state"]["current"] = flags
+    [rec] = parse_sacct_json(json.dumps(doc))
+    assert rec.state is JobState.REQUEUED
+    doc["jobs"][0]["state"]["current"] = ["COMPLETED"]
+    assert parse_sacct_json(json.dumps(doc))[0].state is JobState.COMPLETED
