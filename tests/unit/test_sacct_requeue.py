@@ -200,6 +200,22 @@ def test_daemon_ledger_seeding_counts_every_run(fixtures_dir: Path) -> None:
     assert ledger.usage()["teamb"] == pytest.approx(2 * (RUN1_S + RUN2_S), rel=1e-4)
 
 
+def test_captured_24_11_runs_of_a_requeued_job(fixtures_dir: Path) -> None:
+    """Real 24.11 `sacct --json -D` (local-24.11/sacct-requeued.json): the first run's state is
+    ["PENDING", "REQUEUED"]; it was read as PENDING, and the saved report counted the finished
+    job as pending now."""
+    raw = (fixtures_dir / "slurm" / "local-24.11" / "sacct-requeued.json").read_text()
+    first, second = parse_sacct_json(raw)
+    assert first.job_id == second.job_id == "147"
+    assert (first.state, second.state) == (JobState.REQUEUED, JobState.COMPLETED)
+    assert first.alloc_gpus == second.alloc_gpus == {"t4": 2}
+    assert first.end_time == second.submit_time  # the requeue resets the submit time
+    [row] = fairness_report([first, second]).accounts
+    assert (row.jobs, row.pending_now, row.never_started) == (1, 0, 0)
+    assert row.mean_wait_s == (first.start_time - first.submit_time
+                               + second.start_time - second.submit_time)
+
+
 @pytest.mark.parametrize("flags", [["PENDING", "REQUEUED"], ["REQUEUED", "PENDING"],
                                    ["PENDING", "REQUEUE_HOLD"]])
 def test_a_24_11_record_with_the_requeue_flag_is_requeued(fixtures_dir: Path,
