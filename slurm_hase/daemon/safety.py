@@ -142,16 +142,21 @@ def descriptor_of(comment: str) -> WorkloadDescriptor | None:
         return None
 
 
+def _recorded_types(comment: str) -> tuple[str, ...]:
+    """The GPU types of the constraint hsbatch added at submission, in its order, as its
+    description records them (() if none)."""
+    desc = descriptor_of(comment) if comment and '"at"' in comment else None
+    return desc.auto_types if desc is not None else ()
+
+
 def auto_types(comment: str) -> frozenset[str]:
     """The constraint hsbatch added at submission, as its description records it ({} if none)."""
-    desc = descriptor_of(comment) if '"at"' in comment else None
-    return frozenset(desc.auto_types) if desc is not None else frozenset()
+    return frozenset(_recorded_types(comment))
 
 
 def submitted_constraint(comment: str) -> str:
     """The constraint hsbatch added at submission as sbatch got it ("a100|v100"; "" if none)."""
-    desc = descriptor_of(comment) if comment and '"at"' in comment else None
-    return "|".join(desc.auto_types) if desc is not None else ""
+    return "|".join(_recorded_types(comment))
 
 
 def _features_ours(job: Job, rec: OwnedAttrs | None, owned_known: bool,

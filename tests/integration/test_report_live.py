@@ -9,10 +9,9 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -23,6 +22,7 @@ from slurm_hase.reports.window import stamp
 from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.runner import SubprocessRunner
 from slurm_hase.slurm.types import AccountingRecord, JobState
+from tests.integration.test_adapter_live import QUIET, wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -46,20 +46,6 @@ def test_usage_counts_held_job_as_pending_now(slurm_backend: CommandBackend,
 
 
 # --- requeued jobs, known accounts, the --account filter, MPS types from the whole file -------
-
-T = TypeVar("T")
-QUIET = ["-o", "/dev/null", "-e", "/dev/null"]
-
-
-def _wait(what: str, probe: Callable[[], T | None], timeout_s: float) -> T:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        got = probe()
-        if got is not None:
-            return got
-        time.sleep(1)
-    raise AssertionError(f"timed out waiting for {what}")
-
 
 @pytest.fixture
 def jobs(slurm_backend: CommandBackend) -> Iterator[list[str]]:
@@ -102,13 +88,13 @@ def test_requeued_job_counts_every_run_once_live_and_saved(
     job_id = slurm_backend.submit([*QUIET, "-p", "debug", "-A", "teamb", "-J", "it-requeued",
                                    "--gres=gpu:2", "--requeue", "--wrap", "sleep 20"], None)
     jobs.append(job_id)
-    _wait("the job to run", lambda: next((True for j in slurm_backend.jobs()
+    wait_for("the job to run", lambda: next((True for j in slurm_backend.jobs()
                                           if j.job_id == job_id and j.state is JobState.RUNNING),
                                          None), 120)
     time.sleep(5)
     slurm_backend.requeue(job_id)
     # Slurm holds a requeued job back about two minutes (BeginTime) before it runs again
-    first, second = _wait("both runs in sacct", lambda: _finished(slurm_backend, job_id, 2), 300)
+    first, second = wait_for("both runs in sacct", lambda: _finished(slurm_backend, job_id, 2), 300)
     assert (first.state, second.state) == (JobState.REQUEUED, JobState.COMPLETED)
     assert first.alloc_gpus == second.alloc_gpus == {"t4": 2}
     assert first.submit_time and second.end_time and first.elapsed_s > 0
@@ -155,7 +141,7 @@ def test_account_filter_keeps_entitlement_in_the_whole_tree(
     job_id = slurm_backend.submit([*QUIET, "-p", "debug", "-A", "teamb", "-J", "it-entitled",
                                    "--gpus=1", "--wrap", "sleep 1"], None)
     jobs.append(job_id)
-    _wait("the job in sacct", lambda: _finished(slurm_backend, job_id), 120)
+    wait_for("the job in sacct", lambda: _finished(slurm_backend, job_id), 120)
     res = _hase(slurm_env, "report", "fairness", "--since", "now-1hours", "--account", "teamb",
                 "--json")
     assert res.returncode == 0, res.stderr
@@ -176,7 +162,7 @@ def test_saved_mps_job_type_does_not_depend_on_the_account_filter(
     mps = slurm_backend.submit([*QUIET, "-A", "teamb", "-w", "a100-2", "--gres=mps:50",
                                 "--wrap", "sleep 2"], None)
     jobs.extend([typed, mps])
-    done = [_wait(f"job {j} in sacct", partial(_finished, slurm_backend, j), 120)[-1]
+    done = [wait_for(f"job {j} in sacct", partial(_finished, slurm_backend, j), 120)[-1]
             for j in (typed, mps)]
     lo = min(r.submit_time or 0 for r in done) - 5
     hi = max(r.end_time or 0 for r in done) + 5
