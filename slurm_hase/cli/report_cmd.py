@@ -26,6 +26,7 @@ from slurm_hase.reports.weights import (
     parse_weights,
 )
 from slurm_hase.reports.window import FORMS, overlaps, stamp, window
+from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.types import AccountingRecord, Job
 
 SINCE, UNTIL = "now-7days", "now"  # the default window
@@ -79,22 +80,11 @@ def _live(since: str, until: str) -> Inputs:
     return Inputs(list(records), shares, node_types, queue, lambda: _slurm_accounts(backend))
 
 
-def _slurm_accounts(backend: Any) -> set[str] | None:
-    """Every account in Slurm's database, from sacctmgr: root and accounts whose fairshare is
-    `parent` too, which account_shares() leaves out. None when sacctmgr fails or the backend
-    runs no Slurm commands (the SlurmBackend protocol lists no accounts; CommandBackend's
-    runner runs sacctmgr)."""
-    from slurm_hase.slurm.commands import sacctmgr_accounts
-    from slurm_hase.slurm.parse_sacct_text import parse_sacctmgr_accounts
-
-    runner = getattr(backend, "runner", None)
-    if runner is None:
-        return None
-    result = runner.run(sacctmgr_accounts(), timeout_s=getattr(backend, "timeout_s", 60.0))
-    if result.returncode != 0:
-        return None
+def _slurm_accounts(backend: SlurmBackend) -> set[str] | None:
+    """Every account in Slurm's database (root and `parent`-share accounts too, which
+    account_shares() leaves out); None when sacctmgr cannot tell."""
     try:
-        return parse_sacctmgr_accounts(result.stdout)
+        return backend.accounts()
     except SlurmError:
         return None
 

@@ -35,6 +35,8 @@ class FakeBackend:
         self.job_list: list[Job] = list(jobs)
         self.node_list: list[Node] = list(nodes)
         self.shares = dict(shares or {})
+        # what accounts() returns (None: root and the accounts of `shares`)
+        self.account_names: set[str] | None = None
         self.records: list[AccountingRecord] = []  # what accounting() returns
         self.updates: list[tuple[str, JobUpdate]] = []
         self.requeued: list[str] = []  # job ids requeue() was applied to
@@ -90,6 +92,13 @@ class FakeBackend:
     def account_shares(self) -> dict[str, float]:
         self._check("sshare")
         return dict(self.shares)
+
+    def accounts(self) -> set[str]:
+        self._check("sacctmgr")
+        if self.accounting_down:
+            raise SlurmCommandError(["sacctmgr"], 1, "sacctmgr: error: Problem talking to the "
+                                                      "database: Connection refused")
+        return set(self.account_names) if self.account_names is not None else {"root", *self.shares}
 
     def scheduler_depths(self) -> SchedulerDepths:
         self._check("scontrol")

@@ -129,7 +129,7 @@ def observe_facts(backend: SlurmBackend, cfg: DaemonConfig) -> ClusterFacts:
     accounts: Iterable[str] | None = None
     if cfg.shares:
         try:
-            accounts = backend.account_shares().keys()
+            accounts = backend.accounts()
         except SlurmError as exc:
             log.warning("preflight: cannot read accounts (%s); [shares] not checked", exc)
     return cluster_facts(nodes, partitions, accounts)

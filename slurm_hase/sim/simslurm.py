@@ -129,6 +129,10 @@ class SimSlurm(SimCluster):
     def account_shares(self) -> dict[str, float]:
         return dict(self.spec.shares)
 
+    def accounts(self) -> set[str]:
+        """root, the accounts given shares and every account a trace job was added for."""
+        return {"root", *self.spec.shares, *(j.trace.account for j in self.jobs_by_id.values())}
+
     def scheduler_depths(self) -> SchedulerDepths:
         return self.depths
 

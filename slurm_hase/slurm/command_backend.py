@@ -17,7 +17,7 @@ from slurm_hase.errors import (
 )
 from slurm_hase.slurm import commands
 from slurm_hase.slurm.parse_json import parse_squeue_json, reported_errors
-from slurm_hase.slurm.parse_sacct_text import parse_sacct_parsable
+from slurm_hase.slurm.parse_sacct_text import parse_sacct_parsable, parse_sacctmgr_accounts
 from slurm_hase.slurm.parse_text import (
     parse_sacctmgr_shares,
     parse_scontrol_jobs,
@@ -146,6 +146,10 @@ class CommandBackend:
 
     def account_shares(self) -> dict[str, float]:
         return parse_sacctmgr_shares(self._run(commands.sacctmgr_shares()))
+
+    def accounts(self) -> set[str]:
+        """``sacctmgr show account``: every account name, root included."""
+        return parse_sacctmgr_accounts(self._run(commands.sacctmgr_accounts()))
 
     def scheduler_depths(self) -> SchedulerDepths:
         """How deep slurmctld's main and backfill passes look (``scontrol show config``)."""

@@ -71,6 +71,8 @@ def test_version_nodes_partitions_shares(slurm_backend: CommandBackend) -> None:
     # default_cluster.toml: teama shares = 60, teamb shares = 40
     shares = slurm_backend.account_shares()
     assert {a: shares.get(a) for a in ("teama", "teamb")} == {"teama": 60.0, "teamb": 40.0}
+    # sacctmgr's account list has root too, which has no share row of its own
+    assert {"root", "teama", "teamb"} <= slurm_backend.accounts() and "root" not in shares
 
 
 def test_held_job_is_pending_with_typed_request(slurm_backend: CommandBackend,

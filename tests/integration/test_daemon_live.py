@@ -236,6 +236,8 @@ def test_slurmdbd_down_keeps_the_daemon_scheduling_with_shares_from_sacctmgr(
     try:
         with pytest.raises(SlurmError):
             slurm_backend.account_shares()  # what the daemon meets
+        with pytest.raises(SlurmError):
+            slurm_backend.accounts()  # what preflight and the report meet
         d.step()
         assert d.failures == 0 and len(store.cycles()) == 1
         assert squeue(slurm_runner, [jid])[jid][1] == "a100"

@@ -14,9 +14,10 @@ import pytest
 pytestmark = pytest.mark.slurm
 
 
-def _run(tmp_path: Path, slurm_env: dict[str, str], schedd: str) -> subprocess.CompletedProcess[str]:
+def _run(tmp_path: Path, slurm_env: dict[str, str], schedd: str,
+         tables: str = "") -> subprocess.CompletedProcess[str]:
     cfg = tmp_path / "schedd.toml"
-    cfg.write_text(f'[schedd]\n{schedd}log_format = "text"\n')
+    cfg.write_text(f'[schedd]\n{schedd}log_format = "text"\n{tables}')
     hase = str(Path(sys.executable).with_name("hase"))  # the venv's console script
     return subprocess.run(
         [hase, "schedd", "run", "--once", "--dry-run", "--config", str(cfg),
@@ -46,3 +47,16 @@ def test_gpu_type_without_nodes_is_a_warning(tmp_path: Path, slurm_env: dict[str
     assert "# policy fair:" in res.stdout
     # text logs carry the cycle's structured fields
     assert re.search(r"cycle done .*\bpending=\d+ .*\berrors=\d+", res.stderr), res.stderr
+
+
+def test_shares_are_checked_against_sacctmgrs_account_list(tmp_path: Path,
+                                                           slurm_env: dict[str, str]) -> None:
+    """root is an account, though account_shares() leaves it out: only the typo is warned
+    about (the preflight asks sacctmgr's account list, not the shares)."""
+    res = _run(tmp_path, slurm_env, 'partitions = ["gpu"]\n',
+               "[shares]\nteama = 2\nroot = 1\nteamz = 1\n")
+    assert res.returncode == 0, res.stderr
+    warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("hase: warning: ")]
+    assert len(warnings) == 1, res.stderr
+    assert warnings[0].startswith("hase: warning: [shares] teamz: not an account in Slurm's "
+                                  "associations (accounts: root, teama, teamb"), res.stderr

@@ -114,11 +114,26 @@ def test_cluster_facts_from_nodes_and_partitions() -> None:
 def test_observe_facts_asks_for_accounts_only_with_shares() -> None:
     backend = FakeBackend(nodes=[gpu_node("a1", "a100")], shares={"teama": 1.0})
     assert observe_facts(backend, DaemonConfig()).accounts is None
-    assert observe_facts(backend, DaemonConfig(shares={"x": 1.0})).accounts == frozenset({"teama"})
+    assert (observe_facts(backend, DaemonConfig(shares={"x": 1.0})).accounts
+            == frozenset({"root", "teama"}))
+
+
+def test_shares_for_a_parent_share_account_are_not_warned_about() -> None:
+    """sacctmgr's account list, not the shares, says which accounts exist: an account whose
+    fairshare is `parent` has no share of its own but is an account."""
+    backend = FakeBackend(nodes=[gpu_node("a1", "a100")], shares={"teama": 60.0})
+    backend.account_names = {"root", "teama", "physics"}
+    cfg = DaemonConfig(shares={"physics": 2.0, "nosuch": 1.0})
+    assert _messages(run_preflight(backend, cfg)) == [(False, (
+        "[shares] nosuch: not an account in Slurm's associations "
+        "(accounts: physics, root, teama); the share is never used"))]
 
 
 class NoSacctmgr(FakeBackend):
     def account_shares(self) -> dict[str, float]:
+        raise SlurmUnavailableError(["sacctmgr"], 1, "Problem talking to the database")
+
+    def accounts(self) -> set[str]:
         raise SlurmUnavailableError(["sacctmgr"], 1, "Problem talking to the database")
 
 

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from slurm_hase.cli import report_cmd
 from slurm_hase.cli.main import cli
 from slurm_hase.errors import SlurmCommandError, SlurmParseError
+from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.parse_text import parse_sacctmgr_shares
 from slurm_hase.slurm.runner import CommandResult
 from slurm_hase.slurm.types import AccountingRecord, Job, JobState, Node
@@ -24,17 +25,15 @@ PARENT_ACCOUNTS = "root\nteama\nphysics\nteamb\n"
 
 
 class Runner:
-    """Answers sacctmgr show account; counts the calls."""
+    """Answers sacctmgr show account."""
 
     def __init__(self, out: str, returncode: int = 0) -> None:
         self.out, self.returncode = out, returncode
-        self.calls = 0
 
     def run(self, argv: Any, **_: Any) -> CommandResult:
         from slurm_hase.slurm.commands import sacctmgr_accounts
 
         assert list(argv) == sacctmgr_accounts()
-        self.calls += 1
         return CommandResult(tuple(argv), self.returncode, self.out,
                              "" if self.returncode == 0 else "sacctmgr: error: Problem talking to the database")
 
@@ -44,7 +43,12 @@ class Backend:
 
     def __init__(self, assoc: str, accounts: str, returncode: int = 0) -> None:
         self.assoc = assoc
-        self.runner = Runner(accounts, returncode)
+        self.backend = CommandBackend(Runner(accounts, returncode))  # sacctmgr's own parser
+        self.calls = 0  # accounts() asked
+
+    def accounts(self) -> set[str]:
+        self.calls += 1
+        return self.backend.accounts()
 
     def accounting(self, *, since: str, until: str) -> list[AccountingRecord]:
         return [AccountingRecord("1", "j", "teama", "alice", JobState.COMPLETED, submit_time=0,
@@ -94,7 +98,7 @@ def test_root_and_parent_share_accounts_are_known(monkeypatch: pytest.MonkeyPatc
     assert res.exit_code == 0, res.output
     assert res.stderr == (f"hase: warning: --account {account} has no jobs in this window "
                           "(accounts with jobs: teama)\n")
-    assert backend.runner.calls == 1
+    assert backend.calls == 1
     typo = _usage(monkeypatch, backend, "tema")
     assert typo.stderr == ("hase: warning: --account tema is not an account Slurm knows "
                            "(accounts with jobs: teama)\n")
@@ -103,7 +107,7 @@ def test_root_and_parent_share_accounts_are_known(monkeypatch: pytest.MonkeyPatc
 def test_accounts_asked_only_for_a_warning_and_never_guessed(monkeypatch: pytest.MonkeyPatch) -> None:
     backend = Backend(PARENT_ASSOC, PARENT_ACCOUNTS)
     assert _usage(monkeypatch, backend, "teama").stderr == ""
-    assert backend.runner.calls == 0  # every --account has jobs: sacctmgr not asked
+    assert backend.calls == 0  # every --account has jobs: sacctmgr not asked
     down = Backend(PARENT_ASSOC, "", returncode=1)
     res = _usage(monkeypatch, down, "typo")
     assert res.exit_code == 0

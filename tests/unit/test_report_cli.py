@@ -14,7 +14,6 @@ from click.testing import CliRunner
 from slurm_hase.cli import report_cmd
 from slurm_hase.cli.main import cli
 from slurm_hase.errors import ConfigError, OptionalDependencyError, SlurmCommandError
-from slurm_hase.slurm.runner import CommandResult
 from slurm_hase.slurm.types import AccountingRecord, Job, JobState, Node
 
 
@@ -199,39 +198,29 @@ def test_negative_share_is_refused(capture: Path) -> None:
     assert str(res.exception).startswith("bad --shares item 'teama=nan': ")
 
 
-class AccountsRunner:
-    """Answers `sacctmgr show account` (commands.sacctmgr_accounts) with `listed`."""
-
-    def __init__(self, listed: str, returncode: int = 0) -> None:
-        self.listed, self.returncode = listed, returncode
-        self.calls: list[tuple[str, ...]] = []
-
-    def run(self, argv: Any, **_: Any) -> CommandResult:
-        from slurm_hase.slurm.commands import sacctmgr_accounts
-
-        assert list(argv) == sacctmgr_accounts()
-        self.calls.append(tuple(argv))
-        return CommandResult(tuple(argv), self.returncode, self.listed,
-                             "" if self.returncode == 0 else "sacctmgr: error")
-
-
 class KnownAccountsBackend(FakeBackend):
     def __init__(self) -> None:
         super().__init__()
-        self.runner = AccountsRunner("root\na\nquiet\n")
+        self.asked = 0
 
     def account_shares(self) -> dict[str, float]:
         return {"a": 1.0, "quiet": 1.0}
+
+    def accounts(self) -> set[str]:
+        self.asked += 1
+        return {"root", "a", "quiet"}
 
 
 def test_account_without_jobs_is_warned_about_not_silently_empty(
         monkeypatch: pytest.MonkeyPatch, capture: Path) -> None:
     """--account with a typo or a quiet account still reports, with a warning that says which
     (sacctmgr knows the account or not) and the accounts that do have jobs."""
-    monkeypatch.setattr(report_cmd, "_backend", lambda: KnownAccountsBackend())
+    backend = KnownAccountsBackend()
+    monkeypatch.setattr(report_cmd, "_backend", lambda: backend)
     res = CliRunner().invoke(cli, ["report", "usage", "--account", "a,quiet,typo", "--weights",
                                    "none"])
     assert res.exit_code == 0, res.output
+    assert backend.asked == 1  # asked once, for both warnings
     assert ("hase: warning: --account quiet has no jobs in this window (accounts with jobs: a)"
             in res.stderr)
     assert ("hase: warning: --account typo is not an account Slurm knows (accounts with jobs: a)"

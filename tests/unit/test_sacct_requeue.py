@@ -60,20 +60,24 @@ class Runner:
 
 
 @pytest.mark.usefixtures("utc")
-def test_captured_runs_of_a_requeued_job(fixtures_dir: Path) -> None:
-    """Slurm 22.05's `sacct -D` as CommandBackend.accounting asks it: one line per run, the
-    same job id, the first REQUEUED, each run's own submit (reset at the requeue) and TRES."""
-    raw = _text(fixtures_dir)
-    argv = tuple(commands.sacct_parsable(job_ids=["105"]))
-    first, second = CommandBackend(Runner({argv: raw})).accounting(job_ids=["105"])
-    assert first.job_id == second.job_id == "105"
+@pytest.mark.parametrize(("local", "job_id"), [("local-22.05", "105"), ("local-24.11", "911")])
+def test_captured_runs_of_a_requeued_job(fixtures_dir: Path, local: str, job_id: str) -> None:
+    """`sacct -D` as CommandBackend.accounting asks it (22.05 and 24.11, capture-local.sh): one
+    line per run, the same job id, the first REQUEUED, each run's own submit (reset at the
+    requeue) and TRES."""
+    raw = (fixtures_dir / "slurm" / local / "sacct-requeued.txt").read_text()
+    argv = tuple(commands.sacct_parsable(job_ids=[job_id]))
+    first, second = CommandBackend(Runner({argv: raw})).accounting(job_ids=[job_id])
+    assert first.job_id == second.job_id == job_id
     assert (first.state, second.state) == (JobState.REQUEUED, JobState.COMPLETED)
     assert first.alloc_gpus == second.alloc_gpus == {"t4": 2}
     assert (first.elapsed_s, second.elapsed_s) == (RUN1_S, RUN2_S)
     assert first.end_time == second.submit_time  # the requeue resets the submit time
     assert first.nodes == second.nodes == "t4-1"
-    # the JSON of the same job has the same two runs, field for field
-    assert parse_sacct_json(_json_doc(fixtures_dir)) == [first, second]
+    # the JSON of the same job has the same two runs, field for field (on 24.11 too, whose
+    # JSON gives the first run's state as ["PENDING", "REQUEUED"])
+    raw_json = (fixtures_dir / "slurm" / local / "sacct-requeued.json").read_text()
+    assert parse_sacct_json(raw_json) == [first, second]
 
 
 @pytest.mark.usefixtures("utc")
@@ -206,7 +210,7 @@ def test_captured_24_11_runs_of_a_requeued_job(fixtures_dir: Path) -> None:
     job as pending now."""
     raw = (fixtures_dir / "slurm" / "local-24.11" / "sacct-requeued.json").read_text()
     first, second = parse_sacct_json(raw)
-    assert first.job_id == second.job_id == "147"
+    assert first.job_id == second.job_id == "911"
     assert (first.state, second.state) == (JobState.REQUEUED, JobState.COMPLETED)
     assert first.alloc_gpus == second.alloc_gpus == {"t4": 2}
     assert first.end_time == second.submit_time  # the requeue resets the submit time

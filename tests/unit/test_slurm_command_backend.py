@@ -77,6 +77,14 @@ def test_reads_through_the_backend(fixtures_dir: Path, v: str) -> None:
     assert runner.calls[0][0] == ("squeue", "--json")  # no version probe needed for reads
 
 
+@pytest.mark.parametrize("local", LOCAL)
+def test_accounts_lists_root_which_the_shares_leave_out(fixtures_dir: Path, local: str) -> None:
+    listed = tuple(commands.sacctmgr_accounts())
+    runner = FakeRunner({listed: ok(cap(fixtures_dir, local, "sacctmgr-accounts.txt"))})
+    assert CommandBackend(runner).accounts() == {"root", "teama", "teamb"}
+    assert runner.calls == [(listed, None)]
+
+
 def test_version_is_detected_once_and_lazily(fixtures_dir: Path) -> None:
     runner = replay(fixtures_dir, "24.11")
     backend = CommandBackend(runner)
@@ -230,6 +238,8 @@ def test_slurmdbd_down_is_unavailable_for_sacct_and_sacctmgr(fixtures_dir: Path,
         backend.accounting(since="now-1days")
     with pytest.raises(SlurmUnavailableError, match="Connection refused"):
         backend.account_shares()
+    with pytest.raises(SlurmUnavailableError, match="Connection refused"):
+        backend.accounts()
 
 
 def test_other_failures_are_command_errors_with_argv_and_stderr() -> None:
