@@ -27,7 +27,7 @@ def model() -> None:
 
 @model.command("train")
 @click.option("--data", "data", multiple=True, required=True, type=click.Path(dir_okay=False),
-              help="Canonical measurement CSV (repeatable).")
+              help="Canonical measurement CSV (repeatable; 'shipped' = the packaged training data).")
 @click.option("--out", required=True, type=OutputFile(), help="Model file to write.")
 @click.option("--registry", type=OutputFile(), default=None,
               help="SQLite file to record the model as a new version.")
@@ -37,7 +37,7 @@ def train_cmd(data: tuple[str, ...], out: str, registry: str | None, note: str) 
 
     \b
     Examples:
-      hase model train --data slurm_hase/data/train_shipped.csv --data site.csv \\
+      hase model train --data shipped --data site.csv \\
                        --out site-model.json --registry models.sqlite --note 'with our A40s'
       hsbatch --hase-predictor=site-model.json job.sh   # or HASE_PREDICTOR=site-model.json
     """
@@ -59,7 +59,7 @@ def train_cmd(data: tuple[str, ...], out: str, registry: str | None, note: str) 
 @model.command("evaluate")
 @click.option("--data", "data", multiple=True, required=True, type=click.Path(dir_okay=False),
               help="Measurement CSV to cross-validate on (repeatable: the files are joined; "
-                   "each fold needs 10 rows to train on).")
+                   "each fold needs 10 rows to train on; 'shipped' = the packaged training data).")
 @click.option("--split", type=click.Choice(["random", "leave-one-gpu-out", "leave-one-model-out",
                                             "leave-one-pair-out"]), default=None,
               help="Cross-validate with this split (retrains per fold).")
@@ -232,7 +232,8 @@ def _dur(s: float | None) -> str:
 
 @model.command("refit")
 @click.option("--data", "data", multiple=True, required=True, type=click.Path(dir_okay=False),
-              help="Base measurement CSV the new model also trains on (repeatable).")
+              help="Base measurement CSV the new model also trains on (repeatable; 'shipped' = the "
+                   "packaged training data).")
 @click.option("--out", required=True, type=OutputFile(), help="Model file to write.")
 @click.option("--registry", type=OutputFile(), default=None,
               help="SQLite file to record the model as a new version.")
@@ -257,7 +258,7 @@ def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
 
     \b
     Examples:
-      hase model refit --data slurm_hase/data/train_shipped.csv --since now-30days \\
+      hase model refit --data shipped --since now-30days \\
                        --out site-model.json --registry models.sqlite
       hase model refit --data site.csv --sacct-json saved.json --out site-model.json --save-rows site-jobs.csv
     """

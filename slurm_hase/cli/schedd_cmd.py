@@ -29,13 +29,20 @@ from slurm_hase.daemon.config import DaemonConfig, load_config
 from slurm_hase.errors import ConfigError, SlurmError
 
 DEFAULT_CONFIG = "/etc/slurm-hase/schedd.toml"  # where render-unit's service looks by default
-CONFIG_OPT = click.option("--config", "config_path", type=click.Path(dir_okay=False),
-                          default=None, help="TOML config (template: schedd.toml.example, installed in "
-                               "<prefix>/share/slurm-hase/templates/; templates/ in a checkout).")
+CONFIG_OPT = click.option(
+    "--config", "config_path", type=click.Path(dir_okay=False), default=None,
+    envvar="HASE_SCHEDD_CONFIG", show_envvar=True,
+    help=f"TOML config. Default: {DEFAULT_CONFIG} when it exists, else built-in defaults "
+         "(template: schedd.toml.example, installed in <prefix>/share/slurm-hase/templates/; "
+         "templates/ in a checkout).")
 DB_OPT = click.option("--state-db", default=None, help="State store path (overrides config).")
 
 
 def _config(path: str | None, state_db: str | None = None) -> DaemonConfig:
+    """--config, else DEFAULT_CONFIG when that file exists (the service's config: `status`,
+    `job` and `reset` then read the daemon's store without --config), else the defaults."""
+    if path is None and Path(DEFAULT_CONFIG).is_file():
+        path = DEFAULT_CONFIG
     cfg = load_config(path)
     return replace(cfg, state_db=state_db) if state_db else cfg
 

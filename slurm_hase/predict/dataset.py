@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurm_hase.errors import DataError, DescriptorError, PredictorError
-from slurm_hase.predict.catalog import resolve_gpu
+from slurm_hase.predict.catalog import DATA_DIR, resolve_gpu
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.predict.models import fill
 
@@ -65,9 +65,20 @@ def _opt(row: dict[str, str], key: str) -> str | None:
     return v or None
 
 
+SHIPPED_DATA = "shipped"  # names the packaged training CSV wherever --data is asked for
+SHIPPED_CSV = "train_shipped.csv"  # in the package's data folder (catalog.DATA_DIR)
+
+
+def data_path(path: str | Path) -> Path:
+    """A --data value as a path: ``shipped`` is the packaged training CSV (a file of that name
+    in the working folder: give ``./shipped``)."""
+    return DATA_DIR / SHIPPED_CSV if str(path) == SHIPPED_DATA else Path(path)
+
+
 def read_csv(path: str | Path) -> list[Measurement]:
-    """Read and validate a canonical CSV; DataError names the file, row and column."""
-    p = Path(path)
+    """Read and validate a canonical CSV (``shipped``: the packaged one); DataError names the
+    file, row and column."""
+    p = data_path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

@@ -84,3 +84,19 @@ def test_gavel_multi_gpu_rows_are_per_gpu_step_times() -> None:
     for gpu in ("k80", "p100", "v100"):  # near-linear scaling: 2 GPUs on a K80 are within 2%
         one = rows[(gpu, "resnet50", 64, 1)]
         assert one < rows[(gpu, "resnet50", 64, 8)] < 2.5 * one
+
+
+def test_shipped_names_the_packaged_training_csv(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--data shipped` works from an installed package, where slurm_hase/data/... is no path
+    the admin can type; a file named `shipped` is still reachable as ./shipped."""
+    from slurm_hase.predict.dataset import data_path, read_many
+
+    monkeypatch.chdir(tmp_path)
+    packaged = read_csv(DATA_DIR / "train_shipped.csv")
+    assert len(packaged) > 1000
+    assert read_csv("shipped") == packaged == read_many(["shipped"])
+    assert data_path("./shipped") == Path("shipped")
+    (tmp_path / "shipped").write_text("not,a,canonical,csv\n")
+    with pytest.raises(DataError, match="shipped"):
+        read_csv("./shipped")

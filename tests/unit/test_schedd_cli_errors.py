@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from slurm_hase.cli import schedd_cmd
 from slurm_hase.cli.main import cli
 from slurm_hase.cli.slurm_env import check_slurm_conf
+from slurm_hase.daemon.config import DaemonConfig
 from slurm_hase.daemon.fake import FakeBackend
 from slurm_hase.daemon.unit import render_unit
 from slurm_hase.errors import ConfigError, SlurmError, StoreError
@@ -284,3 +285,31 @@ def test_run_once_failure_is_a_typed_error(tmp_path: Path, monkeypatch: pytest.M
                                    "--state-db", str(tmp_path / "s.db")])
     assert isinstance(out.exception, SlurmError)
     assert str(out.exception) == "slurm unavailable; no cycle completed"
+
+
+def test_status_reads_the_services_config_without_config(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`hase schedd status` with no --config reads /etc/slurm-hase/schedd.toml when it exists
+    (the file render-unit's service runs with), so it finds the daemon's state_db; then
+    HASE_SCHEDD_CONFIG, then --config win over it."""
+    db = tmp_path / "site.db"
+    StateStore(db).close()
+    site = tmp_path / "schedd.toml"
+    site.write_text(f'[schedd]\nstate_db = "{db}"\n[policy]\nname = "hase"\n')
+    monkeypatch.setattr(schedd_cmd, "DEFAULT_CONFIG", str(site))
+    monkeypatch.delenv("HASE_SCHEDD_CONFIG", raising=False)
+    out = CliRunner().invoke(cli, ["schedd", "status", "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["state_db"] == str(db)
+    assert json.loads(out.output)["policy"] == "hase"
+    other = tmp_path / "other.toml"
+    other.write_text(f'[schedd]\nstate_db = "{tmp_path / "none.db"}"\n')
+    by_env = CliRunner().invoke(cli, ["schedd", "status"], env={"HASE_SCHEDD_CONFIG": str(other)})
+    assert isinstance(by_env.exception, StoreError)
+    assert str(by_env.exception).startswith(f"no state store at {tmp_path / 'none.db'}:")
+    by_option = CliRunner().invoke(cli, ["schedd", "status", "--json", "--config", str(site)],
+                                   env={"HASE_SCHEDD_CONFIG": str(other)})
+    assert json.loads(by_option.output)["state_db"] == str(db)
+    monkeypatch.setattr(schedd_cmd, "DEFAULT_CONFIG", str(tmp_path / "absent.toml"))
+    defaults = CliRunner().invoke(cli, ["schedd", "status", "--json", "--state-db", str(db)])
+    assert json.loads(defaults.output)["policy"] == DaemonConfig().policy != "hase"
