@@ -12,7 +12,7 @@ import re
 from datetime import date, datetime, time, timedelta
 
 from slurm_hase.errors import ConfigError
-from slurm_hase.slurm.types import AccountingRecord
+from slurm_hase.slurm.types import AccountingRecord, JobState
 
 FORMS = ("now[{+|-}COUNT[seconds|minutes|hours|days|weeks]] (e.g. now-7days), "
          "YYYY-MM-DD[THH:MM[:SS]], MM/DD[/YY], MM.DD[.YY] or MMDD[YY] (each optionally "
@@ -119,9 +119,14 @@ def window(since: str | None, until: str, now: float) -> tuple[int, int]:
 
 
 def overlaps(rec: AccountingRecord, span: tuple[int, int]) -> bool:
-    """Whether a job was in the system during span=(start, end), as sacct -S/-E selects: it was
-    submitted (or started) by the end and had not ended before the start; no end = still there."""
-    begin = rec.submit_time if rec.submit_time is not None else rec.start_time
-    if begin is not None and begin > span[1]:
+    """Whether the live report counts a job for span=(start, end). A pending job: submitted by
+    the end (live, pending jobs come from squeue: queue.with_queue). Any other: as sacct -S/-E
+    (no --state) lists it, eligible before the end (a job whose --begin is after the window is
+    not in it) and not ended before the start (no end = still there); without an eligible
+    time, the start stands for it."""
+    if rec.state is JobState.PENDING:
+        return rec.submit_time is None or rec.submit_time <= span[1]
+    begin = rec.eligible_time if rec.eligible_time is not None else rec.start_time
+    if begin is None or begin >= span[1]:
         return False
     return rec.end_time is None or rec.end_time >= span[0]

@@ -121,7 +121,7 @@ class SimSlurm(SimCluster):
         wanted = set(job_ids)
         return [AccountingRecord(
             job_id=j.job_id, name=j.trace.workload, account=j.trace.account, user=j.trace.user,
-            state=j.state, partition=PARTITION, submit_time=int(j.trace.submit_s),
+            state=j.state, partition=PARTITION, submit_time=int(j.trace.submit_s), eligible_time=int(j.trace.submit_s),
             start_time=int(j.start), end_time=int(j.end), elapsed_s=int(j.end - j.start),
             alloc_gpus={j.gpu_type: j.trace.num_gpus}, constraints=j.features)
             for j in self.finished if not wanted or j.job_id in wanted]

@@ -149,6 +149,7 @@ def _record(rec: dict[str, Any]) -> AccountingRecord:
         exit_code=_exit_code(rec.get("exit_code")),
         partition=_text(rec.get("partition"), "partition"),
         submit_time=_epoch(t.get("submission"), "time.submission"),
+        eligible_time=_epoch(t.get("eligible"), "time.eligible"),
         start_time=_epoch(t.get("start"), "time.start"),
         end_time=_epoch(t.get("end"), "time.end"),
         elapsed_s=_num(t.get("elapsed"), "time.elapsed") or 0,

@@ -56,6 +56,7 @@ def _record(row: dict[str, str]) -> AccountingRecord:
         exit_code=row.get("ExitCode", ""),
         partition=row.get("Partition", ""),
         submit_time=parse_local_time(row.get("Submit", "")),
+        eligible_time=parse_local_time(row.get("Eligible", "")),
         start_time=parse_local_time(row.get("Start", "")),
         end_time=parse_local_time(row.get("End", "")),
         elapsed_s=_elapsed(row.get("ElapsedRaw", "")),

@@ -141,6 +141,9 @@ class AccountingRecord:
     constraints: str = ""
     nodes: str = ""
     comment: str = ""
+    # when the job could first start (submit, or --begin, or the release of a hold); None when
+    # it never could (held and never released) or the source does not say
+    eligible_time: int | None = None
 
 
 @dataclass(frozen=True)

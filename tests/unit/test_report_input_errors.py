@@ -159,7 +159,8 @@ def _saved(fixtures_dir: Path, tmp_path: Path) -> Path:
     """The 24.11 capture with job 1 (1 A100) running 11-01 to 11-03 instead of 1 s."""
     doc = json.loads((fixtures_dir / "slurm" / "24.11" / "sacct.json").read_text())
     job = next(j for j in doc["jobs"] if j["job_id"] == 1)
-    job["time"].update(submission=NOV1, start=NOV1, end=NOV1 + 2 * DAY, elapsed=2 * DAY)
+    job["time"].update(submission=NOV1, eligible=NOV1, start=NOV1, end=NOV1 + 2 * DAY,
+                       elapsed=2 * DAY)
     path = tmp_path / "saved.json"
     path.write_text(json.dumps(doc))
     return path
@@ -189,6 +190,29 @@ def test_input_is_clipped_to_a_given_window(fixtures_dir: Path, tmp_path: Path) 
     assert sum(a["jobs"] for a in late["accounts"]) == 10 and "a100" in late["gpu_types"]
     early = _usage("--input", saved, "--until", "2026-11-01T12:00")  # open start
     assert early["window"] == [0, NOV1 + DAY // 2] and early["total_gpu_hours"] == 12.0
+
+
+@pytest.mark.usefixtures("utc")
+def test_input_window_selects_jobs_as_the_live_report_does(fixtures_dir: Path,
+                                                           tmp_path: Path) -> None:
+    """Live, sacct -S/-E (no --state) lists a job eligible before the window's end, and the
+    pending ones come from squeue (submitted by the end, held ones too). A job submitted in the
+    window with --begin after it, which ran later, is not in the window: by its submit time
+    alone it was counted there."""
+    doc = json.loads((fixtures_dir / "slurm" / "24.11" / "sacct.json").read_text())
+    done = next(j for j in doc["jobs"] if j["state"]["current"] == ["COMPLETED"])
+    held = next(j for j in doc["jobs"] if j["state"]["current"] == ["PENDING"])
+    done["time"].update(submission=NOV1, eligible=NOV1 + 3 * DAY, start=NOV1 + 3 * DAY,
+                        end=NOV1 + 3 * DAY + 3600, elapsed=3600)
+    held["time"].update(submission=NOV1, eligible=0)  # held, never released
+    doc["jobs"] = [done, held]
+    path = tmp_path / "saved.json"
+    path.write_text(json.dumps(doc))
+    inside = _usage("--input", str(path), "--since", "2026-11-01", "--until", "2026-11-02")
+    assert [(a["jobs"], a["pending_now"]) for a in inside["accounts"]] == [(1, 1)]
+    assert inside["total_gpu_hours"] == 0
+    later = _usage("--input", str(path), "--since", "2026-11-01", "--until", "2026-11-05")
+    assert sum(a["jobs"] for a in later["accounts"]) == 2 and later["total_gpu_hours"] > 0
 
 
 def test_input_with_inverted_window_is_refused(fixtures_dir: Path, tmp_path: Path,

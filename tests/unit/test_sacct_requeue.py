@@ -74,6 +74,10 @@ def test_captured_runs_of_a_requeued_job(fixtures_dir: Path, local: str, job_id:
     assert (first.elapsed_s, second.elapsed_s) == (RUN1_S, RUN2_S)
     assert first.end_time == second.submit_time  # the requeue resets the submit time
     assert first.nodes == second.nodes == "t4-1"
+    # Eligible: at once for the first run; the requeued run is held back ~2 minutes (BeginTime)
+    assert first.eligible_time == first.submit_time
+    assert second.submit_time is not None and second.eligible_time is not None
+    assert second.eligible_time - second.submit_time == 121
     # the JSON of the same job has the same two runs, field for field (on 24.11 too, whose
     # JSON gives the first run's state as ["PENDING", "REQUEUED"])
     raw_json = (fixtures_dir / "slurm" / local / "sacct-requeued.json").read_text()
