@@ -10,21 +10,26 @@
  * SLURM_HASE_SHARE_TAG into the job control environment, which Slurm hands to the
  * Prolog/Epilog as SPANK_SLURM_HASE_MPS / SPANK_SLURM_HASE_SHARE_TAG.
  *
- * Remote context (slurmstepd): sets, for every task,
- *   CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=PERCENT
+ * Remote context (slurmstepd), for every task of a job the MPS prolog started a daemon for
+ * (<pipe_dir>/<jobid>/control exists); the trigger is the prolog's: --hase-mps, or
+ * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE in the job's environment (slurmd sets it for --gres=mps:N):
  *   CUDA_MPS_PIPE_DIRECTORY=<pipe_dir>/<jobid>
  *   CUDA_MPS_LOG_DIRECTORY=<log_dir>/<jobid>
- *   SLURM_HASE_MPS=PERCENT (and SLURM_HASE_SHARE_TAG when given)
+ * and, with --hase-mps only, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=PERCENT, SLURM_HASE_MPS=PERCENT
+ * (and SLURM_HASE_SHARE_TAG when given). Without a daemon, --hase-mps logs one error line and
+ * leaves the task's environment alone (CUDA would look for a daemon that is not there).
  * The directories match what templates/mps-prolog.sh.j2 starts the daemon with.
  *
- * plugstack.conf arguments (all optional):
- *   pipe_dir=/tmp/hase-mps  log_dir=/tmp/hase-mps-log
+ * plugstack.conf arguments (all optional; `hase gpu mps render` prints the matching line):
+ *   pipe_dir=/run/hase-mps  log_dir=/var/log/hase-mps
+ * Absolute paths of at most HASE_PATH_MAX-1 characters from [A-Za-z0-9_@%+=:,./-].
  */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <slurm/spank.h>
 
@@ -35,8 +40,8 @@ SPANK_PLUGIN(hase_mps, 1);
 
 static int mps_percent = 0; /* 0 = option not given */
 static char share_tag[HASE_TAG_MAX] = "";
-static char pipe_base[HASE_PATH_MAX] = "/tmp/hase-mps";
-static char log_base[HASE_PATH_MAX] = "/tmp/hase-mps-log";
+static char pipe_base[HASE_PATH_MAX] = "/run/hase-mps";
+static char log_base[HASE_PATH_MAX] = "/var/log/hase-mps";
 
 /* Parse a percentage 1..100; return it, or -1 for anything else. */
 static int parse_percent(const char *text)
@@ -111,18 +116,55 @@ static struct spank_option hase_options[] = {
     SPANK_OPTIONS_TABLE_END
 };
 
-/* Copy plugstack.conf arguments key=value into the matching buffer. */
+/* Characters a directory argument may hold: the ones `hase gpu mps render` accepts. */
+static int path_char_ok(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           strchr("_@%+=:,./-", c) != NULL;
+}
+
+/* Store plugstack.conf argument KEY=VALUE (an absolute directory) in dst, or explain why not. */
+static int set_dir(char *dst, const char *key, const char *value)
+{
+    size_t i, n = strlen(value);
+
+    if (value[0] != '/') {
+        slurm_error("hase_mps: plugstack argument '%s=%s' is invalid: expected an absolute path",
+                    key, value);
+        return -1;
+    }
+    if (n >= HASE_PATH_MAX) {
+        slurm_error("hase_mps: plugstack argument %s= is too long (%lu characters, at most %d)",
+                    key, (unsigned long)n, HASE_PATH_MAX - 1);
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        if (!path_char_ok(value[i]))
+            break;
+    }
+    if (i < n) {
+        slurm_error("hase_mps: plugstack argument '%s=%s' is invalid: character %lu is not one "
+                    "of A-Z a-z 0-9 _@%%+=:,./-", key, value, (unsigned long)i + 1);
+        return -1;
+    }
+    memcpy(dst, value, n + 1);
+    return 0;
+}
+
+/* Read plugstack.conf arguments pipe_dir= and log_dir=. */
 static int parse_args(int ac, char **av)
 {
     int i;
 
     for (i = 0; i < ac; i++) {
-        if (strncmp(av[i], "pipe_dir=", 9) == 0 && av[i][9] == '/') {
-            snprintf(pipe_base, sizeof(pipe_base), "%s", av[i] + 9);
-        } else if (strncmp(av[i], "log_dir=", 8) == 0 && av[i][8] == '/') {
-            snprintf(log_base, sizeof(log_base), "%s", av[i] + 8);
+        if (strncmp(av[i], "pipe_dir=", 9) == 0) {
+            if (set_dir(pipe_base, "pipe_dir", av[i] + 9) != 0)
+                return -1;
+        } else if (strncmp(av[i], "log_dir=", 8) == 0) {
+            if (set_dir(log_base, "log_dir", av[i] + 8) != 0)
+                return -1;
         } else {
-            slurm_error("hase_mps: unknown or invalid plugstack argument '%s' "
+            slurm_error("hase_mps: unknown plugstack argument '%s' "
                         "(expected pipe_dir=/abs/path or log_dir=/abs/path)", av[i]);
             return -1;
         }
@@ -183,30 +225,66 @@ static int set_env(spank_t sp, const char *name, const char *value)
     return 0;
 }
 
-/* slurmstepd, in each task before exec: point CUDA at the job's MPS daemon. */
+/* buf = BASE/JOB_ID[SUFFIX]; fails (with a message) instead of truncating. */
+static int job_path(char *buf, size_t size, const char *base, uint32_t job_id, const char *suffix)
+{
+    int n = snprintf(buf, size, "%s/%u%s", base, (unsigned int)job_id, suffix);
+
+    if (n < 0 || (size_t)n >= size) {
+        slurm_error("hase_mps: %s/%u%s is too long (at most %lu characters)", base,
+                    (unsigned int)job_id, suffix, (unsigned long)size - 1);
+        return -1;
+    }
+    return 0;
+}
+
+/* Whether the job's environment holds a non-empty CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, which
+ * slurmd sets for --gres=mps:N and the MPS prolog starts a daemon for. */
+static int gres_mps_job(spank_t sp)
+{
+    char value[16];
+    spank_err_t rc = spank_getenv(sp, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", value, sizeof(value));
+
+    return rc == ESPANK_NOSPACE || (rc == ESPANK_SUCCESS && value[0] != '\0');
+}
+
+/* slurmstepd, in each task before exec: point CUDA at the job's MPS daemon, if it has one. */
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
     uint32_t job_id = 0;
     char pct[16];
-    char path[HASE_PATH_MAX + 16];
+    char path[HASE_PATH_MAX + 32];
 
     (void)ac;
     (void)av;
-    if (!spank_remote(sp) || mps_percent <= 0)
+    if (!spank_remote(sp) || (mps_percent <= 0 && !gres_mps_job(sp)))
         return 0;
     if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS) {
         slurm_error("hase_mps: cannot read the job id");
         return -1;
     }
-    snprintf(pct, sizeof(pct), "%d", mps_percent);
-    if (set_env(sp, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", pct) != 0 ||
-        set_env(sp, "SLURM_HASE_MPS", pct) != 0)
+    if (job_path(path, sizeof(path), pipe_base, job_id, "/control") != 0)
         return -1;
-    snprintf(path, sizeof(path), "%s/%u", pipe_base, (unsigned int)job_id);
-    if (set_env(sp, "CUDA_MPS_PIPE_DIRECTORY", path) != 0)
+    if (access(path, F_OK) != 0) {
+        /* no daemon: a gres/mps job on a node without the MPS prolog stays silent */
+        if (mps_percent > 0)
+            slurm_error("hase_mps: --hase-mps=%d ignored, the task runs without MPS: no MPS "
+                        "daemon for job %u (%s is missing: no GPU allocated, the allocation "
+                        "was made without --hase-mps, or the MPS prolog failed)",
+                        mps_percent, (unsigned int)job_id, path);
+        return 0;
+    }
+    if (mps_percent > 0) {
+        snprintf(pct, sizeof(pct), "%d", mps_percent);
+        if (set_env(sp, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", pct) != 0 ||
+            set_env(sp, "SLURM_HASE_MPS", pct) != 0)
+            return -1;
+    }
+    if (job_path(path, sizeof(path), pipe_base, job_id, "") != 0 ||
+        set_env(sp, "CUDA_MPS_PIPE_DIRECTORY", path) != 0)
         return -1;
-    snprintf(path, sizeof(path), "%s/%u", log_base, (unsigned int)job_id);
-    if (set_env(sp, "CUDA_MPS_LOG_DIRECTORY", path) != 0)
+    if (job_path(path, sizeof(path), log_base, job_id, "") != 0 ||
+        set_env(sp, "CUDA_MPS_LOG_DIRECTORY", path) != 0)
         return -1;
     if (share_tag[0] != '\0' && set_env(sp, "SLURM_HASE_SHARE_TAG", share_tag) != 0)
         return -1;

@@ -6,6 +6,7 @@
  * init_post_opt and (remote only) task_init, printing every SPANK call it sees:
  *   register NAME | cb NAME=VALUE rc=N | jcsetenv NAME=VALUE | setenv NAME=VALUE |
  *   error MESSAGE | hook NAME rc=N
+ * spank_getenv reads the harness's own environment as the job's.
  * Exits 1 as soon as something fails, like srun does.
  */
 #include <dlfcn.h>
@@ -61,6 +62,21 @@ spank_err_t spank_setenv(spank_t sp, const char *var, const char *val, int overw
     if (context != S_CTX_REMOTE)
         return ESPANK_NOT_REMOTE;
     printf("setenv %s=%s\n", var, val);
+    return ESPANK_SUCCESS;
+}
+
+spank_err_t spank_getenv(spank_t sp, const char *var, char *buf, int len)
+{
+    const char *value = getenv(var);
+
+    (void)sp;
+    if (context != S_CTX_REMOTE)
+        return ESPANK_NOT_REMOTE;
+    if (value == NULL)
+        return ESPANK_ENV_NOEXIST;
+    if ((int)strlen(value) >= len)
+        return ESPANK_NOSPACE;
+    strcpy(buf, value);
     return ESPANK_SUCCESS;
 }
 

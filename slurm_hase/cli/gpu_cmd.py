@@ -10,13 +10,20 @@ import click
 
 from slurm_hase.errors import ConfigError
 from slurm_hase.mps import probe as probe_mod
-from slurm_hase.mps.render import FAILURE_POLICIES, MpsConfig, MpsConfigError, write_scripts
+from slurm_hase.mps.render import (
+    FAILURE_POLICIES,
+    MpsConfig,
+    MpsConfigError,
+    plugstack_line,
+    write_scripts,
+)
 
 # MpsConfig field -> the `hase gpu mps render` option that sets it (errors name the option)
 RENDER_OPTIONS = {
     "pipe_dir": "--pipe-dir", "log_dir": "--log-dir", "on_failure": "--on-failure",
     "mps_control": "--mps-control", "log_file": "--log-file", "syslog": "--no-syslog",
     "start_timeout_s": "--start-timeout", "keep_logs": "--keep-logs/--drop-logs",
+    "plugin": "--plugin",
 }
 
 
@@ -35,7 +42,7 @@ def probe_cmd(as_json: bool, gres: bool, node: str | None, no_mps: bool) -> None
 
     \b
     Examples:
-      hase gpu probe                       # index, type key, name, memory, MPS
+      hase gpu probe                       # index, type key, name, memory, MPS (yes/one/no/?)
       hase gpu probe --json
       hase gpu probe --gres --node gpu-a100-01   # gres.conf + slurm.conf lines for this node
     """
@@ -55,8 +62,21 @@ def probe_cmd(as_json: bool, gres: bool, node: str | None, no_mps: bool) -> None
     header = f"{'idx':>3}  {'type':<10} {'name':<28} {'mem MiB':>8}  {'cc':<4} {'mode':<17} mps  uuid"
     click.echo(header)
     for g in result.gpus:
+        cc = "?" if g.compute_capability == probe_mod.UNKNOWN_CC else g.compute_capability
         click.echo(f"{g.index:>3}  {g.type_key:<10} {g.name[:28]:<28} {g.memory_mib:>8}  "
-                   f"{g.compute_capability:<4} {g.compute_mode:<17} {'yes' if g.mps_capable else 'no ':<3}  {g.uuid}")
+                   f"{cc:<4} {g.compute_mode:<17} {_mps_column(g):<3}  {g.uuid}")
+    for g in result.gpus:
+        if g.mps_note:
+            click.echo(f"note: {g.mps_note}")
+
+
+def _mps_column(gpu: probe_mod.GpuInfo) -> str:
+    """yes: jobs can share it; one: MPS works, one job at a time; ?: not known; no."""
+    if gpu.mps_shareable:
+        return "yes"
+    if gpu.mps_capable:
+        return "one"
+    return "?" if gpu.compute_capability == probe_mod.UNKNOWN_CC else "no"
 
 
 @click.group(name="mps")
@@ -66,7 +86,7 @@ def mps() -> None:
 
 @mps.command(name="render")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Directory to write hase-mps-prolog.sh and hase-mps-epilog.sh into.")
+              help="Directory to write hase-mps-{prolog,epilog}.sh and hase-mps-plugstack.conf into.")
 @click.option("--on-failure", type=click.Choice(FAILURE_POLICIES), default="drain", show_default=True,
               help="drain: exit 1 so Slurm drains the node; ignore: exit 0, job runs without MPS.")
 @click.option("--pipe-dir", default=MpsConfig.pipe_dir, show_default=True,
@@ -78,12 +98,18 @@ def mps() -> None:
 @click.option("--log-file", default="", help="Also append log lines to this file.")
 @click.option("--no-syslog", is_flag=True, help="Do not send log lines to syslog (logger).")
 @click.option("--start-timeout", "start_timeout_s", type=int, default=MpsConfig.start_timeout_s,
-              show_default=True, help="Seconds to wait for the MPS control pipe.")
+              show_default=True,
+              help="Seconds to wait for the daemon's control pipe (prolog), and for the daemon "
+                   "to exit after quit before it is killed (both).")
 @click.option("--keep-logs/--drop-logs", default=MpsConfig.keep_logs, show_default=True,
               help="Whether the epilog keeps the job's MPS log directory.")
+@click.option("--plugin", default=MpsConfig.plugin, show_default=True,
+              help="Path of hase_mps.so on the nodes, for the plugstack.conf line.")
 def render_cmd(out_dir: Path, on_failure: str, pipe_dir: str, log_dir: str, mps_control: str,
-               log_file: str, no_syslog: bool, start_timeout_s: int, keep_logs: bool) -> None:
-    """Render the MPS prolog/epilog scripts for slurm.conf Prolog=/Epilog=.
+               log_file: str, no_syslog: bool, start_timeout_s: int, keep_logs: bool,
+               plugin: str) -> None:
+    """Render the MPS prolog/epilog scripts for slurm.conf Prolog=/Epilog=, and the matching
+    plugstack.conf line (printed, and written as hase-mps-plugstack.conf).
 
     \b
     Examples:
@@ -94,11 +120,12 @@ def render_cmd(out_dir: Path, on_failure: str, pipe_dir: str, log_dir: str, mps_
     try:
         config = MpsConfig(pipe_dir=pipe_dir, log_dir=log_dir, on_failure=on_failure,
                            mps_control=mps_control, log_file=log_file, syslog=not no_syslog,
-                           start_timeout_s=start_timeout_s, keep_logs=keep_logs)
+                           start_timeout_s=start_timeout_s, keep_logs=keep_logs, plugin=plugin)
     except MpsConfigError as exc:
         raise ConfigError(exc.worded(RENDER_OPTIONS)) from None
     for kind, path in write_scripts(config, out_dir).items():
         click.echo(f"{kind}: {path}")
+    click.echo(f"plugstack.conf line (same directories as the scripts): {plugstack_line(config)}")
 
 
 gpu.add_command(mps)

@@ -14,6 +14,7 @@ from slurm_hase.errors import GpuProbeError, HaseError
 
 COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
 MPS_MIN_CC = (3, 5)  # MPS needs Kepler GK110 (sm_35) or newer
+UNKNOWN_CC = "unknown"  # compute capability when this pynvml cannot report it
 _VENDOR = {"nvidia", "tesla", "geforce", "quadro", "virtualized"}
 _FORM = re.compile(r"^(pcie|sxm\d?|nvl|hbm\d?e?|\d+gb|mig|cts|dgxs?)$")
 
@@ -28,20 +29,43 @@ class GpuInfo:
     name: str
     uuid: str
     memory_mib: int
-    compute_capability: str  # "8.0"
+    compute_capability: str  # "8.0", or UNKNOWN_CC
     compute_mode: str  # default | exclusive_process | prohibited | exclusive_thread
     minor_number: int  # N in /dev/nvidiaN
     type_key: str
 
     @property
     def mps_capable(self) -> bool:
-        """MPS can run here: new enough, and compute mode lets processes in."""
+        """MPS can run here: known new enough, and compute mode lets processes in."""
+        if self.compute_capability == UNKNOWN_CC:
+            return False
         major, minor = (int(p) for p in self.compute_capability.split("."))
         return (major, minor) >= MPS_MIN_CC and self.compute_mode in ("default", "exclusive_process")
 
+    @property
+    def mps_shareable(self) -> bool:
+        """Jobs can share it through slurm-hase's per-job MPS daemons (compute mode default):
+        on an exclusive_process GPU, the second job's MPS server cannot create a context."""
+        return self.mps_capable and self.compute_mode == "default"
+
+    @property
+    def mps_note(self) -> str:
+        """Why an otherwise usable GPU cannot be shared through MPS; "" when nothing to say."""
+        if self.compute_capability == UNKNOWN_CC:
+            return (f"GPU {self.index}: compute capability unknown (this pynvml has no "
+                    "nvmlDeviceGetCudaComputeCapability; pip install -U nvidia-ml-py): "
+                    "MPS support not checked, left out of Name=mps")
+        if self.mps_capable and not self.mps_shareable:
+            return (f"GPU {self.index}: compute mode exclusive_process admits one process: with "
+                    "per-job MPS daemons only one job at a time can use it, a second job's MPS "
+                    f"server fails; left out of Name=mps (to share it: nvidia-smi -i {self.index} "
+                    "-c DEFAULT)")
+        return ""
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready view."""
-        return {**asdict(self), "mps_capable": self.mps_capable}
+        return {**asdict(self), "mps_capable": self.mps_capable,
+                "mps_shareable": self.mps_shareable, "mps_note": self.mps_note}
 
 
 @dataclass(frozen=True)
@@ -80,11 +104,20 @@ def load_nvml() -> Any:
             warnings.simplefilter("ignore")
             return importlib.import_module("pynvml")
     except ImportError as exc:
-        raise GpuProbeError(f"pynvml is not installed ({exc}); pip install pynvml") from None
+        raise GpuProbeError(f"pynvml is not installed ({exc}); pip install nvidia-ml-py (NVIDIA's package of the pynvml module)") from None
 
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _compute_capability(nvml: Any, handle: Any) -> str:
+    """ "8.0", or UNKNOWN_CC where pynvml predates nvmlDeviceGetCudaComputeCapability."""
+    query = getattr(nvml, "nvmlDeviceGetCudaComputeCapability", None)
+    if query is None:
+        return UNKNOWN_CC
+    major, minor = query(handle)
+    return f"{int(major)}.{int(minor)}"
 
 
 def probe(nvml: Any | None = None, resolve: TypeResolver | None = None) -> ProbeResult:
@@ -102,20 +135,21 @@ def probe(nvml: Any | None = None, resolve: TypeResolver | None = None) -> Probe
         for index in range(int(nvml.nvmlDeviceGetCount())):
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
             name = _text(nvml.nvmlDeviceGetName(handle))
-            major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
             mode = int(nvml.nvmlDeviceGetComputeMode(handle))
             gpus.append(GpuInfo(
                 index=index,
                 name=name,
                 uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
                 memory_mib=int(nvml.nvmlDeviceGetMemoryInfo(handle).total) // (1024 * 1024),
-                compute_capability=f"{int(major)}.{int(minor)}",
+                compute_capability=_compute_capability(nvml, handle),
                 compute_mode=COMPUTE_MODES.get(mode, f"unknown({mode})"),
                 minor_number=int(nvml.nvmlDeviceGetMinorNumber(handle)),
                 type_key=resolve(name),
             ))
     except (error, OSError) as exc:
         raise GpuProbeError(f"NVML query failed: {exc}") from None
+    except AttributeError as exc:  # an older pynvml without a function the probe needs
+        raise GpuProbeError(f"this pynvml is too old ({exc}); pip install -U nvidia-ml-py") from None
     finally:
         with contextlib.suppress(error, OSError):
             nvml.nvmlShutdown()
@@ -143,17 +177,20 @@ def _files(gpus: Sequence[GpuInfo]) -> str:
 
 
 def gres_lines(gpus: Sequence[GpuInfo], node: str, mps: bool = True) -> list[str]:
-    """Suggested gres.conf lines (one per GPU type, MPS 100 per GPU) and the slurm.conf Gres."""
+    """Suggested gres.conf lines (one per GPU type, MPS 100 per shareable GPU, a comment for each
+    GPU left out of MPS for a reason worth fixing) and the slurm.conf Gres."""
     by_type: dict[str, list[GpuInfo]] = {}
     for gpu in gpus:
         by_type.setdefault(gpu.type_key, []).append(gpu)
     lines = [f"NodeName={node} Name=gpu Type={key} File={_files(group)}"
              for key, group in sorted(by_type.items())]
     gres = [f"gpu:{key}:{len(group)}" for key, group in sorted(by_type.items())]
-    sharable = [g for g in gpus if g.mps_capable]
+    sharable = [g for g in gpus if g.mps_shareable]
     if mps and sharable:
         lines.append(f"NodeName={node} Name=mps Count={100 * len(sharable)} File={_files(sharable)}")
         gres.append(f"mps:{100 * len(sharable)}")
+    if mps:
+        lines.extend(f"# {g.mps_note}" for g in gpus if g.mps_note)
     features = ",".join(sorted(by_type))
     lines.append(f"# slurm.conf: NodeName={node} Gres={','.join(gres)} Features={features}")
     return lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import posixpath
+import re
 import shlex
 import sys
 from collections.abc import Mapping
@@ -16,6 +17,12 @@ from slurm_hase.errors import ConfigError
 
 TEMPLATES = {"prolog": "mps-prolog.sh.j2", "epilog": "mps-epilog.sh.j2"}
 FAILURE_POLICIES = ("drain", "ignore")
+PLUGSTACK_FILE = "hase-mps-plugstack.conf"
+# Characters pipe_dir/log_dir/plugin may hold: plugstack.conf splits its arguments on whitespace,
+# and spank/hase_mps.c accepts these only (and at most PATH_MAX_CHARS of them).
+SAFE_PATH = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
+SAFE_CHARS = "letters, digits and _@%+=:,./-"
+PATH_MAX_CHARS = 1023  # HASE_PATH_MAX - 1 in spank/hase_mps.c
 
 
 class MpsConfigError(ConfigError):
@@ -52,16 +59,22 @@ def _normal_dir(path: str) -> str:
 
 @dataclass(frozen=True)
 class MpsConfig:
-    """Settings baked into the scripts. pipe_dir/log_dir must match the SPANK plugin's args."""
+    """Settings baked into the scripts and the plugstack.conf line (plugin, pipe_dir, log_dir).
 
-    pipe_dir: str = "/tmp/hase-mps"
-    log_dir: str = "/tmp/hase-mps-log"
+    The defaults lie outside world-writable /tmp (users could make a job's directory first, and
+    job_container/tmpfs gives jobs a private /tmp): pipes in /run, logs in /var/log, which
+    outlive a reboot for post-mortems and take disk, not RAM.
+    """
+
+    pipe_dir: str = "/run/hase-mps"
+    log_dir: str = "/var/log/hase-mps"
     on_failure: str = "drain"  # "drain": exit 1 (Slurm drains the node); "ignore": exit 0
     mps_control: str = "nvidia-cuda-mps-control"
     log_file: str = ""  # extra log file; "" = stderr (+ syslog) only
     syslog: bool = True
     start_timeout_s: int = 10
     keep_logs: bool = True
+    plugin: str = "/usr/local/lib/slurm/hase_mps.so"  # where `make -C spank install` puts it
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -73,6 +86,8 @@ class MpsConfig:
             if not value.startswith("/") or _normal_dir(value) == "/":
                 raise _bad(name, "must be an absolute directory other than /, not {value!r}",
                            value=value)
+        for name in ("pipe_dir", "log_dir", "plugin"):
+            self._check_plugstack_path(name)
         self._check_dirs_apart()
         if self.log_file and not self.log_file.startswith("/"):
             raise _bad("log_file", "must be an absolute path, not {value!r}", value=self.log_file)
@@ -85,6 +100,19 @@ class MpsConfig:
         if not 1 <= self.start_timeout_s <= 600:
             raise _bad("start_timeout_s", "must be 1..600 seconds, not {value}",
                        value=self.start_timeout_s)
+
+    def _check_plugstack_path(self, name: str) -> None:
+        """A path written into plugstack.conf: absolute, safe characters, fits the plugin."""
+        value = getattr(self, name)
+        if not value.startswith("/"):
+            raise _bad(name, "must be an absolute path, not {value!r}", value=value)
+        if not SAFE_PATH.fullmatch(value):
+            raise _bad(name, "may hold only {chars} (plugstack.conf splits its arguments on"
+                       " whitespace), not {value!r}",
+                       chars=SAFE_CHARS, value=value)
+        if len(value) > PATH_MAX_CHARS:
+            raise _bad(name, "is {n} characters long; the SPANK plugin takes at most {max}",
+                       n=len(value), max=PATH_MAX_CHARS)
 
     def _check_dirs_apart(self) -> None:
         """The epilog deletes each job's pipe directory: the log directory must lie elsewhere."""
@@ -151,22 +179,30 @@ def render(kind: str, config: MpsConfig, template_dir: Path | None = None) -> st
     return template.render(**values)
 
 
+def plugstack_line(config: MpsConfig) -> str:
+    """The plugstack.conf line that loads the SPANK plugin with the scripts' directories."""
+    return f"required {config.plugin} pipe_dir={config.pipe_dir} log_dir={config.log_dir}"
+
+
 def write_scripts(
     config: MpsConfig, out_dir: Path, template_dir: Path | None = None
 ) -> dict[str, Path]:
-    """Render both scripts into out_dir as hase-mps-{prolog,epilog}.sh (mode 0755).
+    """Render both scripts into out_dir as hase-mps-{prolog,epilog}.sh (mode 0755), and the
+    matching plugstack.conf line as hase-mps-plugstack.conf (mode 0644; `include` it).
 
     ConfigError names the path when it cannot be written (no permission, a file in the way).
     """
     texts = {kind: render(kind, config, template_dir) for kind in TEMPLATES}
+    texts["plugstack"] = ("# slurm-hase MPS: written by `hase gpu mps render` with the prolog/epilog"
+                          " in this directory\n" + plugstack_line(config) + "\n")
     written: dict[str, Path] = {}
     path = out_dir
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         for kind, text in texts.items():
-            path = out_dir / f"hase-mps-{kind}.sh"
+            path = out_dir / (PLUGSTACK_FILE if kind == "plugstack" else f"hase-mps-{kind}.sh")
             path.write_text(text)
-            path.chmod(0o755)
+            path.chmod(0o644 if kind == "plugstack" else 0o755)
             written[kind] = path
     except OSError as exc:
         raise ConfigError(f"cannot write {exc.filename or path}: {exc.strerror or exc}") from None

@@ -29,6 +29,24 @@ def test_render_cli(tmp_path: Path) -> None:
         assert subprocess.run(["bash", "-n", str(out / name)], check=False).returncode == 0
 
 
+def test_render_cli_prints_and_writes_the_plugstack_line(tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["gpu", "mps", "render", "--out", str(tmp_path), "--pipe-dir",
+                                   "/run/p", "--log-dir", "/var/log/l", "--plugin", "/opt/h.so"])
+    assert res.exit_code == 0, res.output
+    line = "required /opt/h.so pipe_dir=/run/p log_dir=/var/log/l"
+    assert res.output.splitlines()[-1].endswith(f": {line}")
+    assert f"plugstack: {tmp_path / 'hase-mps-plugstack.conf'}" in res.output
+    assert (tmp_path / "hase-mps-plugstack.conf").read_text().splitlines()[-1] == line
+
+
+def test_render_cli_defaults_outside_tmp(tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["gpu", "mps", "render", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    prolog = (tmp_path / "hase-mps-prolog.sh").read_text()
+    assert "PIPE_BASE=/run/hase-mps\n" in prolog and "LOG_BASE=/var/log/hase-mps\n" in prolog
+    assert "pipe_dir=/run/hase-mps log_dir=/var/log/hase-mps" in res.output
+
+
 def test_render_cli_drop_logs(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["gpu", "mps", "render", "--out", str(tmp_path), "--drop-logs"])
     assert res.exit_code == 0, res.output
@@ -42,11 +60,11 @@ def test_render_cli_rejects_relative_dir(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "relation"), [
-    (["--log-dir", "/tmp/hase-mps"], "is the same directory as"),  # the default --pipe-dir
-    (["--log-dir", "/tmp//hase-mps/./"], "is the same directory as"),
+    (["--log-dir", "/run/hase-mps"], "is the same directory as"),  # the default --pipe-dir
+    (["--log-dir", "/run//hase-mps/./"], "is the same directory as"),
     (["--pipe-dir", "/run/m", "--log-dir", "/run/m/logs"], "is inside"),
     (["--pipe-dir", "/run/m/pipes", "--log-dir", "/run/m/"], "contains"),
-    (["--pipe-dir", "/tmp/hase-mps-log/x"], "contains"),  # the default --log-dir
+    (["--pipe-dir", "/var/log/hase-mps/x"], "contains"),  # the default --log-dir
 ])
 def test_render_cli_refuses_overlapping_dirs(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                              args: list[str], relation: str) -> None:
@@ -64,6 +82,10 @@ def test_render_cli_refuses_overlapping_dirs(tmp_path: Path, capsys: pytest.Capt
     (["--mps-control", " "], "--mps-control must name the nvidia-cuda-mps-control binary, not ' '"),
     (["--log-file", "/var/log/a\nb"], "--log-file must be a single line, not '/var/log/a\\nb'"),
     (["--log-file", "hase.log"], "--log-file must be an absolute path, not 'hase.log'"),
+    (["--pipe-dir", "/run/hase mps"], "--pipe-dir may hold only letters, digits and _@%+=:,./- "
+                                      "(plugstack.conf splits its arguments on whitespace), "
+                                      "not '/run/hase mps'"),
+    (["--plugin", "lib/hase_mps.so"], "--plugin must be an absolute path, not 'lib/hase_mps.so'"),
 ])
 def test_render_cli_errors_name_the_option(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                            args: list[str], message: str) -> None:

@@ -63,15 +63,17 @@ def test_plugin_identity(built: tuple[Path, Path]) -> None:
     assert "register hase-mps" in lines and "register hase-share-tag" in lines
 
 
-def test_remote_sets_task_env(built: tuple[Path, Path]) -> None:
-    rc, lines = _host(built, "remote", 4242, "pipe_dir=/run/hase", "log_dir=/var/log/hase",
+def test_remote_sets_task_env(built: tuple[Path, Path], tmp_path: Path) -> None:
+    (tmp_path / "pipe" / "4242").mkdir(parents=True)
+    (tmp_path / "pipe" / "4242" / "control").write_text("")  # the prolog's daemon
+    rc, lines = _host(built, "remote", 4242, f"pipe_dir={tmp_path}/pipe", "log_dir=/var/log/hase",
                       "--", "hase-mps=50", "hase-share-tag=team.a")
     assert rc == 0, lines
     env = [ln.removeprefix("setenv ") for ln in lines if ln.startswith("setenv ")]
     assert env == [
         "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50",
         "SLURM_HASE_MPS=50",
-        "CUDA_MPS_PIPE_DIRECTORY=/run/hase/4242",
+        f"CUDA_MPS_PIPE_DIRECTORY={tmp_path}/pipe/4242",
         "CUDA_MPS_LOG_DIRECTORY=/var/log/hase/4242",
         "SLURM_HASE_SHARE_TAG=team.a",
     ]
@@ -80,8 +82,8 @@ def test_remote_sets_task_env(built: tuple[Path, Path]) -> None:
 def test_remote_defaults_dirs(built: tuple[Path, Path]) -> None:
     rc, lines = _host(built, "remote", 7, "--", "hase-mps=1")
     assert rc == 0
-    assert "setenv CUDA_MPS_PIPE_DIRECTORY=/tmp/hase-mps/7" in lines
-    assert "setenv CUDA_MPS_LOG_DIRECTORY=/tmp/hase-mps-log/7" in lines
+    assert any("/run/hase-mps/7/control is missing" in ln for ln in lines), lines
+    assert not [ln for ln in lines if ln.startswith("setenv")]  # no daemon: env left alone
 
 
 def test_no_option_no_env(built: tuple[Path, Path]) -> None:
@@ -143,3 +145,110 @@ def test_real_slurm_client_loads_plugin(built: tuple[Path, Path], tmp_path: Path
     assert proc.returncode != 0
     assert "hase_mps: " + cmd[1] + " is invalid" in proc.stderr
     assert "from 1 to 100" in proc.stderr
+
+
+# --- the MPS trigger and directories (spank_getenv reads the harness's own environment as
+# the job's) ---------------------------------------------------------------------------------
+
+def _remote(built: tuple[Path, Path], job: int, *args: str,
+            **job_env: str) -> tuple[int, list[str]]:
+    """Run the plugin in remote context for job `job`; args: plugstack args, "--", options."""
+    proc = subprocess.run([str(built[1]), str(built[0]), "remote", str(job), *args],
+                          env={"PATH": "/usr/bin:/bin", **job_env}, capture_output=True,
+                          text=True, check=False, timeout=30)
+    return proc.returncode, proc.stdout.splitlines()
+
+
+def _setenv(lines: list[str]) -> list[str]:
+    return [ln.removeprefix("setenv ") for ln in lines if ln.startswith("setenv ")]
+
+
+def _daemon(tmp_path: Path, job: int) -> list[str]:
+    """A control pipe for `job` (as the prolog's daemon makes); the plugstack args to find it."""
+    (tmp_path / "pipe" / str(job)).mkdir(parents=True)
+    (tmp_path / "pipe" / str(job) / "control").write_text("")
+    return [f"pipe_dir={tmp_path / 'pipe'}", f"log_dir={tmp_path / 'log'}"]
+
+
+def test_gres_mps_job_gets_the_daemon_dirs(built: tuple[Path, Path], tmp_path: Path) -> None:
+    """--gres=mps:N (slurmd set CUDA_MPS_ACTIVE_THREAD_PERCENTAGE): same trigger as the prolog."""
+    args = _daemon(tmp_path, 4242)
+    rc, lines = _remote(built, 4242, *args, "--", CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="50")
+    assert rc == 0, lines
+    assert _setenv(lines) == [f"CUDA_MPS_PIPE_DIRECTORY={tmp_path}/pipe/4242",
+                              f"CUDA_MPS_LOG_DIRECTORY={tmp_path}/log/4242"]
+
+
+def test_option_with_daemon_sets_everything(built: tuple[Path, Path], tmp_path: Path) -> None:
+    args = _daemon(tmp_path, 4242)
+    rc, lines = _remote(built, 4242, *args, "--", "hase-mps=30", "hase-share-tag=team.a")
+    assert rc == 0, lines
+    assert _setenv(lines) == [
+        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30", "SLURM_HASE_MPS=30",
+        f"CUDA_MPS_PIPE_DIRECTORY={tmp_path}/pipe/4242",
+        f"CUDA_MPS_LOG_DIRECTORY={tmp_path}/log/4242", "SLURM_HASE_SHARE_TAG=team.a"]
+
+
+def test_option_without_daemon_warns_and_sets_nothing(built: tuple[Path, Path],
+                                                      tmp_path: Path) -> None:
+    """srun --hase-mps in an allocation made without it: the prolog started nothing."""
+    args = _daemon(tmp_path, 1)  # another job's daemon
+    rc, lines = _remote(built, 4242, *args, "--", "hase-mps=30")
+    assert rc == 0, lines
+    assert _setenv(lines) == []
+    errors = [ln for ln in lines if ln.startswith("error ")]
+    assert len(errors) == 1 and "--hase-mps=30 ignored" in errors[0]
+    assert f"{tmp_path}/pipe/4242/control is missing" in errors[0]
+
+
+def test_gres_job_without_daemon_is_silent(built: tuple[Path, Path], tmp_path: Path) -> None:
+    rc, lines = _remote(built, 4242, f"pipe_dir={tmp_path}", "--",
+                      CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="50")
+    assert rc == 0 and _setenv(lines) == [] and not [ln for ln in lines if "error" in ln]
+
+
+def test_empty_percentage_is_no_trigger(built: tuple[Path, Path], tmp_path: Path) -> None:
+    args = _daemon(tmp_path, 4242)
+    rc, lines = _remote(built, 4242, *args, "--", CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="")
+    assert rc == 0 and _setenv(lines) == []
+
+
+def test_default_dirs_are_outside_tmp(built: tuple[Path, Path]) -> None:
+    rc, lines = _remote(built, 7, "--", "hase-mps=1")
+    assert rc == 0
+    assert any("/run/hase-mps/7/control is missing" in ln for ln in lines), lines
+
+
+@pytest.mark.parametrize(("arg", "message"), [
+    ("pipe_dir=/" + "a" * 1100, "plugstack argument pipe_dir= is too long (1101 characters, "
+                                "at most 1023)"),
+    ("log_dir=/var/log/a b", "plugstack argument 'log_dir=/var/log/a b' is invalid: character 11 "
+                             "is not one of"),
+    ("log_dir=/x;rm", "plugstack argument 'log_dir=/x;rm' is invalid: character 3"),
+    ("pipe_dir=relative", "plugstack argument 'pipe_dir=relative' is invalid: expected an "
+                          "absolute path"),
+])
+def test_bad_plugstack_dir_fails_clearly(built: tuple[Path, Path], arg: str, message: str) -> None:
+    """A long path used to be cut short silently (snprintf)."""
+    rc, lines = _remote(built, 1, arg, "--", "hase-mps=10")
+    assert rc == 1
+    assert any(ln.startswith("error hase_mps: " + message) for ln in lines), lines
+
+
+def test_longest_dir_is_accepted(built: tuple[Path, Path]) -> None:
+    longest = "/" + "d" * 1022  # 1023 characters: the most the plugin takes, as the renderer
+    rc, lines = _remote(built, 1, f"log_dir={longest}d", "--", "hase-mps=10")
+    assert rc == 1 and any("log_dir= is too long (1024 characters" in ln for ln in lines)
+    rc, lines = _remote(built, 4294967295, f"pipe_dir={longest}", "--", "hase-mps=10")
+    assert rc == 0 and any(f"{longest}/4294967295/control is missing" in ln for ln in lines)
+
+
+def test_make_cflags_cannot_drop_required_flags(tmp_path: Path) -> None:
+    """`make CFLAGS=...` on the command line used to replace -fPIC, -I and -Werror."""
+    proc = subprocess.run(["make", "-n", "-C", str(SPANK), f"BUILD_DIR={tmp_path}", "CFLAGS=-O0",
+                           "LDFLAGS=-g", "SLURM_INCLUDE=/opt/slurm/include"],
+                          capture_output=True, text=True, check=True)
+    cmd = next(ln for ln in proc.stdout.splitlines() if "hase_mps.c" in ln).split()
+    for flag in ("-O0", "-g", "-fPIC", "-Werror", "-Wall", "-Wextra", "-shared",
+                 "-I/opt/slurm/include"):
+        assert flag in cmd, (flag, cmd)
