@@ -51,20 +51,29 @@ def _gpus(text: str) -> dict[str, int]:
     return out
 
 
-def _warn(text: str) -> None:
-    click.echo(f"hase: warning: {text}", err=True)
+def _warn(text: str, kind: str = "warning") -> None:
+    click.echo(f"hase: {kind}: {text}", err=True)
 
 
 def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
+    """--knob NAME=VALUE pairs as {NAME: VALUE}; ConfigError for a pair that is not NAME=NUMBER
+    or a NAME given twice (the later one would silently win)."""
     out: dict[str, float] = {}
+    given: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
+        key = key.strip()
         try:
             if not sep:
                 raise ValueError
-            out[key.strip()] = float(value)
+            number = float(value)
         except ValueError:
             raise ConfigError(f"--knob {pair!r}: expected NAME=NUMBER") from None
+        if key in given:
+            raise ConfigError(f"--knob {pair}: knob {key!r} given twice (also as "
+                              f"{given[key]}); give it once")
+        given[key] = pair
+        out[key] = number
     return out
 
 
@@ -78,8 +87,17 @@ def _jain(every: float | None, per_day: float | None) -> str:
 @click.command(name="simulate")
 @click.option("--trace", required=True,
               help="Trace file, or philly / gavel / alibaba: those traces in --data-dir (gavel "
-                   "also comes with the package).")
-@click.option("--trace-kind", type=click.Choice(["auto", "philly", "gavel", "alibaba"]), default="auto")
+                   "also comes with the package). A site's own trace: a CSV with a header line "
+                   "and columns timestamp (ISO 8601 date and time, e.g. 2017-10-01 00:00:00, "
+                   "UTC unless it has an offset; or seconds, e.g. epoch seconds), duration "
+                   "(s, runtime on a V100), num_gpus and cluster (the account); "
+                   "docs/simulator.md.")
+@click.option("--trace-kind", type=click.Choice(["auto", "philly", "gavel", "alibaba"]),
+              default="auto", show_default=True,
+              help="The trace's format: philly (a CSV, the form of a site's own trace), gavel "
+                   "(Gavel's tab-separated .trace), alibaba (Alibaba 2023 pod list CSV). auto: "
+                   "gavel for a file name ending .trace, alibaba for one containing pod_list "
+                   "or alibaba, else philly.")
 @click.option("--cluster", "cluster_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Cluster spec TOML ([[nodes]] ...).")
 @click.option("--gpus", "gpus", default="k80=32,p100=32,v100=32", show_default=True,
@@ -90,8 +108,12 @@ def _jain(every: float | None, per_day: float | None) -> str:
                    "accounts gain and which pay).")
 @click.option("--knob", "knob", multiple=True,
               help="Policy knob NAME=VALUE (e.g. theta=0.2): set on every listed policy that "
-                   "has it; POLICY.NAME=VALUE for one policy.")
-@click.option("--predictor", type=click.Choice(["oracle", "model"]), default="oracle", show_default=True)
+                   "has it; POLICY.NAME=VALUE for one policy (wins over NAME). Each once.")
+@click.option("--predictor", type=click.Choice(["oracle", "model"]), default="oracle",
+              show_default=True,
+              help="The runtimes the policies are given: oracle = the trace's true ones per GPU "
+                   "type; model = the daemon's estimator predicting them with the shipped model "
+                   "from each job's workload description.")
 @click.option("--interval", type=_Finite(1.0, 86400.0), default=60.0, show_default=True,
               help="Daemon cycle in simulated s (its interval_s, 1 to 86400).")
 @click.option("--refresh", type=_Finite(0.0), default=None,
@@ -105,7 +127,9 @@ def _jain(every: float | None, per_day: float | None) -> str:
 @click.option("--tile", "tile_to", type=click.IntRange(0, MAX_TILE), default=None,
               help=f"Repeat the trace up to N jobs (0 = no tiling; at most {MAX_TILE:,}).")
 @click.option("--load", type=_Finite(0.0, min_open=True), default=None,
-              help="Rescale arrivals to this offered load (> 0; default: the trace's own).")
+              help="Rescale arrivals to this offered load (> 0; default: the trace's own): work "
+                   "asked in v100-seconds per second over the cluster's GPUs in v100 "
+                   "equivalents, 1 = exactly busy (docs/simulator.md).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Draws the trace's random parts: workloads and accounts where the trace has "
                    "none, arrival jitter.")
@@ -119,7 +143,11 @@ def _jain(every: float | None, per_day: float | None) -> str:
                    "for the trace aliases and Gavel's throughputs (default: ../shared/data "
                    "beside a checkout; the bundled Gavel files when absent).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("sim-out"),
-              show_default=True)
+              show_default=True,
+              help="Folder for the results (created if needed): POLICY.json, POLICY_jobs.csv, "
+                   "POLICY_timeline.csv, the plots, and run.json listing this run's files. Other "
+                   "files are left; results of an earlier run still there are named in a "
+                   "warning.")
 @click.option("--checkpoint-share", type=_Finite(0.0, 1.0), default=0.0, show_default=True,
               help="Share of jobs that opt in to checkpoint + requeue (turns requeue on).")
 @click.option("--requeue-overhead", type=_Finite(0.0), default=120.0, show_default=True,
@@ -158,7 +186,7 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
       (docs/simulator.md: trace and cluster formats, what the metrics mean)
     """
     from slurm_hase.policy.registry import make_policy
-    from slurm_hase.sim.cluster import load_cluster, uniform_cluster
+    from slurm_hase.sim.cluster import describe_spec, load_cluster, uniform_cluster
     from slurm_hase.sim.engine import SimConfig
     from slurm_hase.sim.report import (
         DEFAULT_DATA,
@@ -168,56 +196,75 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
         describe_refusals,
         prepare_out,
         prepare_trace,
+        record_run,
         resolve_trace,
+        throughput_path,
         throughput_table,
     )
+    from slurm_hase.sim.traces import detect_kind
 
     per_policy = route_knobs(policies, _knobs(knob))
     for name in policies:  # an unknown policy or knob fails here, before any work
         make_policy(name, **per_policy[name])
+    if plots:  # a missing optional extra fails now, not after the runs
+        from slurm_hase.sim.plots import check_matplotlib
+
+        check_matplotlib()
     data = data_dir or DEFAULT_DATA
     if cluster_path is not None and (click.get_current_context().get_parameter_source("gpus")
                                      is not click.core.ParameterSource.DEFAULT):
         raise ConfigError("--gpus with --cluster: the cluster file names every GPU, so --gpus "
                           "would be ignored; give one of the two")
-    spec = load_cluster(cluster_path) if cluster_path is not None else uniform_cluster(
-        _gpus(gpus), where="--gpus")
     table = throughput_table(data)
+    spec = load_cluster(cluster_path, table.gpu_types) if cluster_path is not None else (
+        uniform_cluster(_gpus(gpus), where="--gpus", runnable=table.gpu_types))
     check_speeds(spec, table)
     path = resolve_trace(trace, data)
+    refresh_s = SimConfig.refresh_s if refresh is None else refresh
     configs = {name: SimConfig(policy=name, knobs=per_policy[name], interval_s=interval,
-                               predictor=predictor,
-                               refresh_s=SimConfig.refresh_s if refresh is None else refresh,
+                               predictor=predictor, refresh_s=refresh_s,
                                checkpoint_share=checkpoint_share,
                                requeue_overhead_s=requeue_overhead, hsbatch_slack=hsbatch_slack,
                                ledger_half_life_s=ledger_half_life) for name in policies}
     settings = {"predictor": predictor, "interval_s": interval,
                 "gpus_by_type": spec.gpus_by_type, "ledger_half_life_s": ledger_half_life,
-                "checkpoint_share": checkpoint_share, "hsbatch_slack": hsbatch_slack}
+                "checkpoint_share": checkpoint_share, "hsbatch_slack": hsbatch_slack,
+                "requeue_overhead_s": requeue_overhead,
+                "trace_kind": detect_kind(path) if trace_kind == "auto" else trace_kind,
+                "cluster": None if cluster_path is None else str(cluster_path),
+                "cluster_spec": describe_spec(spec), "throughputs": str(throughput_path(data))}
     runs: dict[int, dict[str, dict[str, Any]]] = {}
+    written: list[Path] = []
     for draw in range(seed, seed + repeat):
         setup = TraceSetup(path, trace_kind, start, count, tile_to, load, draw)
-        jobs = prepare_trace(setup, table, spec, warn=_warn if draw == seed else None)
+        first = draw == seed
+        jobs = prepare_trace(setup, table, spec, warn=_warn if first else None,
+                             note=(lambda text: _warn(text, "note")) if first else None)
         refused = check_runnable(jobs, spec, table)
         if refused:
-            click.echo(f"hase: warning: {sum(refused.values())} of {len(jobs)} jobs "
-                       f"{'' if repeat == 1 else f'(seed {draw}) '}can never run on this "
-                       f"cluster and are refused at submission (as sbatch would): "
-                       f"{describe_refusals(refused)}", err=True)
-        if draw == seed:  # a folder that cannot be written fails now, not after the runs
+            _warn(f"{sum(len(r) for r in refused.values())} of {len(jobs)} jobs "
+                  f"{'' if repeat == 1 else f'(seed {draw}) '}can never run on this cluster and "
+                  f"are refused at submission (as sbatch would): "
+                  f"{describe_refusals(refused, examples=3)} in {path.name}")
+        meta = {"trace": str(setup.path),
+                **{k: v for k, v in dataclasses.asdict(setup).items() if k != "path"}, **settings}
+        if first:  # a folder that cannot be written fails now, not after the runs
             try:
                 prepare_out(out)
             except ConfigError as exc:
                 raise ConfigError(f"--out {exc}") from None
+            run_settings = {**meta, "policies": list(policies), "knobs": per_policy,
+                            "refresh_s": refresh_s, "repeat": repeat}
         where = out if repeat == 1 else out / f"seed-{draw}"
-        meta = {"trace": str(setup.path),
-                **{k: v for k, v in dataclasses.asdict(setup).items() if k != "path"}, **settings}
         runs[draw], summaries, paths = _run_policies(jobs, spec, table, configs, where, meta,
                                                      fmt if plots else None)
-        if repeat == 1:
-            _print(policies, runs[draw], summaries, paths, as_json)
+        written += paths
     if repeat > 1:
-        _print_seeds(policies, runs, out, as_json)
+        written.append(_print_seeds(policies, runs, out, as_json, run_settings))
+    else:
+        _print(policies, runs[seed], summaries, paths, as_json, run_settings)
+    if stale := record_run(out, written, run_settings):
+        _warn(stale)
 
 
 def _run_policies(jobs: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable,
@@ -243,52 +290,62 @@ def _run_policies(jobs: Sequence[TraceJob], spec: ClusterSpec, table: Throughput
 
 
 def _print_seeds(policies: tuple[str, ...], runs: dict[int, dict[str, dict[str, Any]]],
-                 out: Path, as_json: bool) -> None:
-    """Write OUT/seeds.json (over_seeds) and print it, or the seed folders and its table."""
+                 out: Path, as_json: bool, settings: dict[str, Any]) -> Path:
+    """Write OUT/seeds.json (over_seeds, with the run's settings) and print it, or the seed
+    folders and its table; the file's path."""
     from slurm_hase.sim.compare import over_seeds, seeds_table
 
     summary = over_seeds(policies, runs)
-    text = json.dumps(summary, indent=2, sort_keys=True) + "\n"
+    text = json.dumps({**summary, "settings": settings}, indent=2, sort_keys=True) + "\n"
     target = out / "seeds.json"
     target.write_text(text)
     if as_json:
         click.echo(text, nl=False)
-        return
+        return target
     for draw in sorted(runs):
         click.echo(str(out / f"seed-{draw}"))
     click.echo(str(target))
     click.echo(seeds_table(summary))
+    return target
 
 
 def _run_one(jobs: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable,
              config: SimConfig, out: Path, meta: dict[str, Any]
              ) -> tuple[SimResult, dict[str, Any], list[Path]]:
-    """One policy's run, with a progress bar: (result, metrics, the files written)."""
+    """One policy's run, with a progress bar on a terminal, else a line every ~10 s:
+    (result, metrics, the files written)."""
     from slurm_hase.sim.engine import simulate as run_sim
     from slurm_hase.sim.metrics import account_metrics, compute
-    from slurm_hase.sim.report import refused_count, write_outputs
+    from slurm_hase.sim.report import ProgressLines, refused_count, write_outputs
 
     click.echo(f"simulating {len(jobs)} jobs on {spec.total_gpus} GPUs {spec.gpus_by_type} "
                f"with {config.policy}", err=True)
-    with click.progressbar(length=len(jobs), label=f"{config.policy}: jobs finished",
-                           file=sys.stderr) as bar:
-        result = run_sim(jobs, spec, table, config, progress=bar.update)
-        metrics = {**compute(result), "refused": refused_count(result),
-                   "by_account": account_metrics(result)}
+    if getattr(sys.stderr, "isatty", lambda: False)():
+        with click.progressbar(length=len(jobs), label=f"{config.policy}: jobs finished",
+                               file=sys.stderr) as bar:
+            result = run_sim(jobs, spec, table, config, progress=bar.update)
+    else:  # click's bar prints only its label where stderr is no terminal (a log, CI)
+        lines = ProgressLines(config.policy, len(jobs), lambda text: click.echo(text, err=True))
+        result = run_sim(jobs, spec, table, config, progress=lines.update)
+        lines.finish()
+    metrics = {**compute(result), "refused": refused_count(result),
+               "by_account": account_metrics(result)}
     return result, metrics, write_outputs(out, config.policy, result, metrics, meta)
 
 
 def _print(policies: tuple[str, ...], metrics: dict[str, dict[str, Any]],
-           summaries: dict[str, Path], paths: list[Path], as_json: bool) -> None:
-    """The run's summary file (one policy) or the comparison as JSON; else the files written,
-    a line per policy and, for several, the comparison table."""
+           summaries: dict[str, Path], paths: list[Path], as_json: bool,
+           settings: dict[str, Any]) -> None:
+    """The run's summary file (one policy) or the comparison with the run's settings as JSON;
+    else the files written, a line per policy and, for several, the comparison table."""
     from slurm_hase.sim.compare import account_table, comparison, comparison_table
 
     if as_json:
         if len(policies) == 1:
             click.echo(summaries[policies[0]].read_text(), nl=False)  # the summary file, exactly
         else:
-            click.echo(json.dumps(comparison(policies, metrics), indent=2, sort_keys=True))
+            click.echo(json.dumps({**comparison(policies, metrics), "settings": settings},
+                                  indent=2, sort_keys=True))
         return
     for path in paths:
         click.echo(str(path))
@@ -305,30 +362,38 @@ def _print(policies: tuple[str, ...], metrics: dict[str, dict[str, Any]],
 
 
 def route_knobs(policies: tuple[str, ...], knobs: dict[str, float]) -> dict[str, dict[str, float]]:
-    """Each policy's knobs: POLICY.NAME goes to that policy, NAME to every listed policy with
-    such a knob. ConfigError for a policy listed twice, a POLICY not listed, or a NAME that no
-    listed policy has; PolicyError for an unknown policy."""
-    from slurm_hase.policy.registry import make_policy, policy_knobs
+    """Each policy's knobs: NAME goes to every listed policy with such a knob, POLICY.NAME to
+    that policy (over a NAME, whatever their order). ConfigError for a policy listed twice, a
+    POLICY not listed, or a knob no listed policy has (with close matches); PolicyError for
+    an unknown policy."""
+    from slurm_hase.policy.registry import policy_knobs
 
     if dupes := sorted({p for p in policies if policies.count(p) > 1}):
         raise ConfigError(f"--policy {dupes[0]} given twice")
     out: dict[str, dict[str, float]] = {p: {} for p in policies}
-    for key, value in knobs.items():
+    for key, value in sorted(knobs.items(), key=lambda kv: "." in kv[0]):  # NAME, then P.NAME
         target, dot, knob = key.rpartition(".")
-        if dot:
-            if target not in out:
-                raise ConfigError(f"--knob {key}={value:g}: {target!r} is not a --policy here "
-                                  f"({', '.join(policies)})")
-            out[target][knob] = value
-            continue
-        having = [p for p in policies if knob in policy_knobs(p)]
-        if not having and len(policies) == 1:
-            make_policy(policies[0], **{knob: value})  # its PolicyError lists the knobs
-        if not having:
-            listed = "; ".join(f"{p}: {', '.join(sorted(policy_knobs(p))) or 'none'}"
-                               for p in policies)
-            raise ConfigError(f"--knob {key}={value:g}: none of {', '.join(policies)} has a knob "
-                              f"{knob!r} (knobs: {listed})")
+        if dot and target not in out:
+            raise ConfigError(f"--knob {key}={value:g}: {target!r} is not a --policy here "
+                              f"({', '.join(policies)})")
+        having = [target] if dot else [p for p in policies if knob in policy_knobs(p)]
+        if not having or (dot and knob not in policy_knobs(target)):
+            raise _unknown_knob(f"--knob {key}={value:g}", knob, [target] if dot else policies)
         for p in having:
             out[p][knob] = value
     return out
+
+
+def _unknown_knob(where: str, knob: str, policies: Sequence[str]) -> ConfigError:
+    """The error for a knob none of `policies` has: close matches first, then every knob."""
+    import difflib
+
+    from slurm_hase.policy.registry import policy_knobs
+
+    known = sorted({k for p in policies for k in policy_knobs(p)})
+    close = difflib.get_close_matches(knob, known, n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    listed = "; ".join(f"{p}: {', '.join(sorted(policy_knobs(p))) or 'none'}" for p in policies)
+    who = (f"policy {policies[0]!r} has no knob {knob!r}" if len(policies) == 1
+           else f"none of {', '.join(policies)} has a knob {knob!r}")
+    return ConfigError(f"{where}: {who}{hint} (knobs: {listed})")

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import tomllib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -82,45 +82,70 @@ class ClusterSpec:
         return sum(n.gpus for n in self.nodes)
 
 
-def expand_names(expr: str) -> list[str]:
-    """Slurm hostlist: "a100-[1-3,7]" -> a100-1, a100-2, a100-3, a100-7 (ConfigError if bad)."""
+def expand_names(expr: str, where: str = "") -> list[str]:
+    """Slurm hostlist: "a100-[1-3,7]" -> a100-1, a100-2, a100-3, a100-7 (ConfigError if bad,
+    prefixed with `where`, e.g. "c.toml: nodes[0].name")."""
     try:
         return hostlist.expand(expr)
     except ValueError as exc:
-        raise ConfigError(f"bad node name expression {expr!r}: {exc}") from exc
+        raise ConfigError(f"{where + ': ' if where else ''}bad node name expression "
+                          f"{expr!r}: {exc}") from exc
 
 
-def _count_names(expr: str) -> int:
+def _count_names(expr: str, where: str) -> int:
     """How many names a hostlist gives, counted without expanding it (ConfigError if bad)."""
     try:
         return hostlist.count(expr)
     except ValueError as exc:
-        raise ConfigError(f"bad node name expression {expr!r}: {exc}") from exc
+        raise ConfigError(f"{where}: bad node name expression {expr!r}: {exc}") from exc
 
 
-def canonical_type(name: str, where: str) -> str:
-    """The catalog key of a GPU name; ConfigError naming `where` and close matches."""
+def canonical_type(name: str, where: str, runnable: Collection[str] | None = None) -> str:
+    """The catalog key of a GPU name; ConfigError naming `where` and close matches (only
+    those in `runnable`, the types the simulator has speeds for, when it is given)."""
     try:
         return resolve_gpu(name).key
     except UnknownGpuError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        if runnable is None:
+            raise ConfigError(f"{where}: {exc}") from None
+        close = [c for c in exc.close if c in runnable]
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ConfigError(f"{where}: unknown GPU type {name!r}{hint} (the simulator has "
+                          f"measured speeds for {', '.join(sorted(runnable))})") from None
+
+
+def describe_spec(cluster: ClusterSpec) -> dict[str, Any]:
+    """The cluster as JSON, enough to build it again: GPUs by type, node groups (nodes alike
+    in type, GPUs, MPS, features and partitions, in file order), shares and billing."""
+    groups: list[dict[str, Any]] = []
+    for n in cluster.nodes:
+        shape = {"gpu_type": n.gpu_type, "gpus": n.gpus, "mps_per_gpu": n.mps,
+                 "features": list(n.features), "partitions": list(n.partitions)}
+        if groups and all(groups[-1][k] == v for k, v in shape.items()):
+            groups[-1]["count"] += 1
+        else:
+            groups.append({**shape, "count": 1})
+    return {"gpus_by_type": cluster.gpus_by_type, "nodes": len(cluster.nodes),
+            "node_groups": groups, "shares": dict(cluster.shares),
+            "billing": dict(cluster.billing)}
 
 
 def uniform_cluster(gpus_by_type: Mapping[str, int], gpus_per_node: int = 4,
                     shares: Mapping[str, float] | None = None,
                     billing: Mapping[str, float] | None = None,
-                    where: str = "gpus") -> ClusterSpec:
+                    where: str = "gpus", runnable: Collection[str] | None = None) -> ClusterSpec:
     """A cluster with `gpus_by_type[t]` GPUs of each type, `gpus_per_node` per node.
 
     ConfigError, naming the entry as `where TYPE=N`, for an unknown type, a count that is not
-    a positive integer, or a type given twice (e.g. as v100 and V100)."""
+    a positive integer, or a type given twice (e.g. as v100 and V100); close matches for an
+    unknown type only among `runnable` when given (canonical_type)."""
     if not gpus_by_type:
         raise ConfigError(f"{where}: no GPU types given")
     nodes: list[NodeSpec] = []
     seen: dict[str, str] = {}
     for raw, total in gpus_by_type.items():
         entry = f"{where} '{raw}={total}'"
-        t = canonical_type(raw, entry)
+        t = canonical_type(raw, entry, runnable)
         if t in seen:
             raise ConfigError(f"{entry}: GPU type {t} given twice (also as {seen[t]!r})")
         seen[t] = raw
@@ -137,15 +162,17 @@ def uniform_cluster(gpus_by_type: Mapping[str, int], gpus_per_node: int = 4,
     return ClusterSpec(tuple(nodes), dict(shares or {}), dict(billing or {}))
 
 
-def parse_cluster(data: Mapping[str, Any], where: str = "cluster") -> ClusterSpec:
-    """Build a ClusterSpec from parsed TOML; ConfigError names the bad table and key."""
+def parse_cluster(data: Mapping[str, Any], where: str = "cluster",
+                  runnable: Collection[str] | None = None) -> ClusterSpec:
+    """Build a ClusterSpec from parsed TOML; ConfigError names the bad table and key (close
+    matches for an unknown GPU type only among `runnable` when given)."""
     check_known_keys(data, spec.TOP_KEYS, where)
     groups = data.get("nodes")
     if not isinstance(groups, list) or not groups:
         raise ConfigError(f"{where}: needs at least one [[nodes]] table")
     nodes: list[NodeSpec] = []
     for i, g in enumerate(groups):
-        nodes += _node_group(g, f"{where}: nodes[{i}]", MAX_NODES - len(nodes))
+        nodes += _node_group(g, f"{where}: nodes[{i}]", MAX_NODES - len(nodes), runnable)
     names = [n.name for n in nodes]
     if dupes := sorted(n for n, k in Counter(names).items() if k > 1):
         raise ConfigError(f"{where}: duplicate node {dupes[0]!r}")
@@ -237,14 +264,15 @@ def _int(g: Mapping[str, Any], key: str, here: str, default: int) -> int:
     return value
 
 
-def _node_group(g: object, here: str, room: int) -> list[NodeSpec]:
+def _node_group(g: object, here: str, room: int,
+                runnable: Collection[str] | None = None) -> list[NodeSpec]:
     """The nodes of one [[nodes]] table (partitions filled in by the caller); at most `room`."""
     if not isinstance(g, dict):
         raise ConfigError(f"{here}: not a table")
     check_known_keys(g, _NODE_KEYS, here)
     if not isinstance(g.get("gpu_type"), str):
         raise ConfigError(f"{here}.gpu_type: missing or not a string")
-    gtype = canonical_type(g["gpu_type"], f"{here}.gpu_type")
+    gtype = canonical_type(g["gpu_type"], f"{here}.gpu_type", runnable)
     gpus = _int(g, "gpus", here, 0)
     if not 0 < gpus <= MAX_GPUS_PER_TYPE:
         raise ConfigError(f"{here}.gpus: must be a positive integer (at most "
@@ -263,14 +291,14 @@ def _node_group(g: object, here: str, room: int) -> list[NodeSpec]:
         prefix = str(g.get("name", gtype)).split("[")[0].rstrip("-")
         size = count
     elif isinstance(g.get("name"), str):
-        size = _count_names(g["name"])
+        size = _count_names(g["name"], f"{here}.name")
     else:
         raise ConfigError(f"{here}: needs name or count")
     if size > room:
         raise ConfigError(f"{here}: {size:,} nodes: a cluster has at most {MAX_NODES:,} "
                           "(the simulator's limit)")
     names = ([f"{prefix}-{k}" for k in range(1, count + 1)] if "count" in g
-             else expand_names(g["name"]))
+             else expand_names(g["name"], f"{here}.name"))
     feats = g.get("features", [])
     if not isinstance(feats, list) or not all(isinstance(f, str) for f in feats):
         raise ConfigError(f"{here}.features: must be a list of strings, got {feats!r}")
@@ -278,8 +306,8 @@ def _node_group(g: object, here: str, room: int) -> list[NodeSpec]:
     return [NodeSpec(name, gtype, gpus, feats, ("gpu",), mps // gpus) for name in names]
 
 
-def load_cluster(path: Path) -> ClusterSpec:
-    """Read a cluster TOML file."""
+def load_cluster(path: Path, runnable: Collection[str] | None = None) -> ClusterSpec:
+    """Read a cluster TOML file (`runnable`: see parse_cluster)."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -288,4 +316,4 @@ def load_cluster(path: Path) -> ClusterSpec:
         raise ConfigError(f"{path}: {not_utf8(exc)}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    return parse_cluster(data, str(path))
+    return parse_cluster(data, str(path), runnable)

@@ -29,6 +29,8 @@ from slurm_hase.sim.throughput import ThroughputTable
 from slurm_hase.sim.traces import LIMIT_TEXT, MAX_SECONDS, TraceJob
 from slurm_hase.slurm.types import Job, SchedulerDepths
 
+PROGRESS_MAX_STEP = 1000  # progress() is called at least every this many finished jobs
+
 
 class SimClock:
     """Simulated time; the engine moves it."""
@@ -206,6 +208,9 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
     samples: list[Sample] = []
     cycles = updates = quiet = 0
     done_reported = stuck = 0
+    # progress(k) after every 1% of the jobs finish (at most every 1,000): one integer compare
+    # per event; what the callback does (a bar, a line every ~10 s) is the caller's
+    report_every = max(1, min(PROGRESS_MAX_STEP, n // 100))
     cycle_seen = main_seen = bf_seen = -1
     while i < n or sim.pending or sim.running:
         t = min(order[i].submit_s if i < n else math.inf, sim.next_end())
@@ -261,7 +266,7 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
                 sched.backfill(t)
                 bf_seen = sim.state_version
             next_bf = _advance(next_bf, t, slurm_cfg.bf_interval_s)
-        if progress is not None and len(sim.finished) - done_reported >= 1000:
+        if progress is not None and len(sim.finished) - done_reported >= report_every:
             progress(len(sim.finished) - done_reported)
             done_reported = len(sim.finished)
         stuck = stuck + 1 if i >= n and not sim.running and sim.pending else 0

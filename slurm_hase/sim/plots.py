@@ -24,6 +24,12 @@ def _plt() -> Any:
     return plt
 
 
+def check_matplotlib() -> None:
+    """The ConfigError plot_runs would raise without matplotlib, raised now: `hase simulate`
+    calls it before simulating, so a missing extra costs no run and writes nothing."""
+    _plt()
+
+
 def _jcts(result: SimResult) -> np.ndarray[Any, Any]:
     return np.sort(np.array([j.end - j.trace.submit_s for j in result.jobs if j.end >= 0 and j.start >= 0]))
 

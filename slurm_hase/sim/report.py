@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from slurm_hase.daemon.state import RuntimeEstimator
-from slurm_hase.errors import ConfigError, DataError
+from slurm_hase.errors import ConfigError, DataError, HaseError
 from slurm_hase.sim.cluster import ClusterSpec
 from slurm_hase.sim.engine import SimConfig, SimResult, simulate
 from slurm_hase.sim.metrics import compute, job_rows
@@ -96,16 +98,18 @@ def capacity(spec: ClusterSpec, table: ThroughputTable) -> float:
 
 
 def prepare_trace(setup: TraceSetup, table: ThroughputTable, spec: ClusterSpec,
-                  warn: Callable[[str], None] | None = None) -> list[TraceJob]:
+                  warn: Callable[[str], None] | None = None,
+                  note: Callable[[str], None] | None = None) -> list[TraceJob]:
     """Load, window, tile and scale a trace, deterministically for setup.seed.
 
     `setup.load` is the offered load against capacity(): v100-seconds asked per second over
     the cluster's v100-equivalent GPUs. `warn` gets a line when the cut leaves fewer jobs than
     asked (--jobs past the trace's end, --tile below the jobs taken); what is simulated is the
-    same either way. ConfigError when tiling or the load spreads the arrivals over more than
-    traces.MAX_SECONDS."""
+    same either way; `note` a line about rows the loader skipped (Alibaba's CPU-only and
+    never-scheduled pods). ConfigError when tiling or the load spreads the arrivals over more
+    than traces.MAX_SECONDS."""
     rng = np.random.default_rng(setup.seed)
-    jobs = load_trace(setup.path, table, rng, setup.kind)
+    jobs = load_trace(setup.path, table, rng, setup.kind, note)
     if not jobs:
         raise DataError(f"{setup.path}: the trace has no jobs")
     if setup.start >= len(jobs):
@@ -158,24 +162,40 @@ def prepare_out(out: Path) -> None:
 
 def check_speeds(spec: ClusterSpec, table: ThroughputTable) -> None:
     """ConfigError when a GPU type of `spec` has no measured speeds in `table`: no job could
-    ever run on it, so the cluster could not be simulated as meant."""
+    ever run on it, so the cluster could not be simulated as meant. A measured type of the same
+    GPU generation (v100 for a V100 32 GB) is offered in its place."""
     missing = [t for t in spec.gpus_by_type if not table.isolated.get(t)]
     if missing:
+        hints = [f"{t} -> {', '.join(alike)}" for t in missing
+                 if (alike := _same_generation(t, table.gpu_types))]
         raise ConfigError(
             f"cluster GPU type(s) {', '.join(missing)}: no measured speeds, so no job could run "
             f"on them; the simulator's speed table (Gavel's measured throughputs) has "
-            f"{', '.join(table.gpu_types)} only")
+            f"{', '.join(table.gpu_types)} only"
+            + (f" (the same GPU generation, to use instead: {'; '.join(hints)})" if hints else ""))
 
 
-def refusals(jobs: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable) -> dict[str, int]:
-    """Jobs that can never start on `spec`, counted by reason ({} if none): the test
-    SimCluster.add applies (simcluster.refusal), which cancels such a job at submission, as
-    sbatch refuses it."""
+def _same_generation(gpu_type: str, measured: Sequence[str]) -> list[str]:
+    """The measured types of `gpu_type`'s GPU generation in the catalog (v100m32: v100)."""
+    from slurm_hase.predict.catalog import resolve_gpu
+
+    try:
+        generation = resolve_gpu(gpu_type).generation
+        return [t for t in measured if resolve_gpu(t).generation == generation]
+    except HaseError:
+        return []
+
+
+def refused_jobs(jobs: Sequence[TraceJob], spec: ClusterSpec,
+                 table: ThroughputTable) -> dict[str, list[TraceJob]]:
+    """Jobs that can never start on `spec`, by reason ({} if none): the test SimCluster.add
+    applies (simcluster.refusal), which cancels such a job at submission, as sbatch refuses
+    it."""
     totals = spec.gpus_by_type
     order = tuple(totals)
     feature_types = feature_map(spec)
     memo: dict[tuple[str, int, int, tuple[str, ...], str | None], str | None] = {}
-    out: dict[str, int] = {}
+    out: dict[str, list[TraceJob]] = {}
     for tj in jobs:
         need = 1 if tj.gpu_fraction < 1.0 else tj.num_gpus
         key = (tj.workload, tj.num_gpus, need, tj.constraint, tj.pinned)
@@ -185,14 +205,20 @@ def refusals(jobs: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable
                                 totals, need)
         reason = memo[key]
         if reason is not None:
-            out[reason] = out.get(reason, 0) + 1
+            out.setdefault(reason, []).append(tj)
     return out
 
 
-def check_runnable(jobs: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable) -> dict[str, int]:
-    """refusals(); ConfigError when no job of `jobs` can ever run on `spec`."""
-    refused = refusals(jobs, spec, table)
-    if jobs and sum(refused.values()) == len(jobs):
+def refusals(jobs: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable) -> dict[str, int]:
+    """refused_jobs(), counted by reason."""
+    return {why: len(refused) for why, refused in refused_jobs(jobs, spec, table).items()}
+
+
+def check_runnable(jobs: Sequence[TraceJob], spec: ClusterSpec,
+                   table: ThroughputTable) -> dict[str, list[TraceJob]]:
+    """refused_jobs(); ConfigError when no job of `jobs` can ever run on `spec`."""
+    refused = refused_jobs(jobs, spec, table)
+    if jobs and sum(len(r) for r in refused.values()) == len(jobs):
         cluster = ", ".join(f"{t}={n}" for t, n in spec.gpus_by_type.items())
         raise ConfigError(
             f"none of the {len(jobs)} jobs can run on this cluster (GPUs: {cluster}): "
@@ -201,9 +227,23 @@ def check_runnable(jobs: Sequence[TraceJob], spec: ClusterSpec, table: Throughpu
     return refused
 
 
-def describe_refusals(refused: Mapping[str, int]) -> str:
-    """"3 need more GPUs than ...; 1 ask only for ..." (largest count first)."""
-    return "; ".join(f"{n} {why}" for why, n in sorted(refused.items(), key=lambda kv: -kv[1]))
+def describe_refusals(refused: Mapping[str, int | Sequence[TraceJob]], examples: int = 0) -> str:
+    """"3 need more GPUs than ...; 1 ask only for ..." (largest count first); with job lists
+    and `examples` > 0, each reason names its first jobs' places in the trace file
+    ("(line 12, line 40 and 1 more)", or Alibaba pod names)."""
+    parts = []
+    for why, jobs in sorted(refused.items(), key=lambda kv: -_size(kv[1])):
+        text = f"{_size(jobs)} {why}"
+        if examples > 0 and not isinstance(jobs, int):
+            where = list(dict.fromkeys(j.source or f"job {j.job_id}" for j in jobs))
+            more = f" and {len(where) - examples} more" if len(where) > examples else ""
+            text += f" ({', '.join(where[:examples])}{more})"
+        parts.append(text)
+    return "; ".join(parts)
+
+
+def _size(value: int | Sequence[TraceJob]) -> int:
+    return value if isinstance(value, int) else len(value)
 
 
 def refused_count(result: SimResult) -> int:
@@ -220,13 +260,15 @@ def run(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable, co
 
 def write_outputs(out: Path, name: str, result: SimResult, metrics: Mapping[str, Any],
                   meta: Mapping[str, Any]) -> list[Path]:
-    """<name>.json (metrics + run settings), <name>_jobs.csv, <name>_timeline.csv."""
+    """<name>.json (metrics + run settings), <name>_jobs.csv (with each job's place in the
+    trace file, `trace_source`, last), <name>_timeline.csv."""
     out.mkdir(parents=True, exist_ok=True)
     summary = out / f"{name}.json"
     summary.write_text(json.dumps({"meta": dict(meta), "metrics": dict(metrics)}, indent=2,
                                   sort_keys=True) + "\n")
     jobs_csv = out / f"{name}_jobs.csv"
-    rows = job_rows(result)
+    rows = [{**row, "trace_source": j.trace.source}
+            for row, j in zip(job_rows(result), result.jobs, strict=True)]
     with jobs_csv.open("w", newline="") as fh:
         if rows:
             w = csv.DictWriter(fh, fieldnames=list(rows[0]))
@@ -240,3 +282,103 @@ def write_outputs(out: Path, name: str, result: SimResult, metrics: Mapping[str,
         for s in result.samples:
             w2.writerow([round(s.t, 3), s.pending, s.running, *[round(s.busy.get(t, 0.0), 3) for t in types]])
     return [summary, jobs_csv, timeline]
+
+
+# What `hase simulate` writes into --out (besides POLICY.json, POLICY_jobs.csv and
+# POLICY_timeline.csv for each policy): a later run into the same folder is told which of
+# these are left from an earlier one.
+MANIFEST = "run.json"
+PLOT_NAMES = ("jct_cdf", "queue_length", "utilisation", "fairness")
+_OWN = re.compile(r"(?P<policy>[\w.-]+?)(\.json|_jobs\.csv|_timeline\.csv)|"
+                  rf"({'|'.join(PLOT_NAMES)})\.(png|svg)|seeds\.json|seed-\d+")
+
+
+def own_outputs(out: Path) -> list[Path]:
+    """The files in `out` named as `hase simulate` names its results (policies' files, plots,
+    seeds.json, and those in seed-K folders); not the manifest."""
+    from slurm_hase.policy.registry import POLICIES
+
+    found: list[Path] = []
+    for path in sorted(out.iterdir()) if out.is_dir() else []:
+        m = _OWN.fullmatch(path.name)
+        if m is None or (m["policy"] is not None and m["policy"] not in POLICIES):
+            continue
+        if path.is_dir() and path.name.startswith("seed-"):
+            found += [f for f in own_outputs(path) if f.parent == path]
+        elif path.is_file():
+            found.append(path)
+    return found
+
+
+def stale_outputs(out: Path, written: Sequence[Path]) -> list[str]:
+    """own_outputs() that this run did not write, relative to `out`; a seed-K folder this run
+    wrote nothing into is one entry ("seed-7/")."""
+    mine = {p.resolve() for p in written}
+    used = {p.parent for p in mine}
+    stale: list[str] = []
+    for path in own_outputs(out):
+        if path.resolve() in mine:
+            continue
+        folder = path.parent
+        entry = (folder.relative_to(out).as_posix() + "/"
+                 if folder != out and folder.resolve() not in used
+                 else path.relative_to(out).as_posix())
+        if entry not in stale:
+            stale.append(entry)
+    return stale
+
+
+def write_manifest(out: Path, written: Sequence[Path], settings: Mapping[str, Any]) -> Path:
+    """OUT/run.json: this run's settings and the files it wrote (relative to `out`), so that
+    files left in `out` by an earlier run are not taken for this run's."""
+    files = [p.relative_to(out).as_posix() if p.is_relative_to(out) else str(p)
+             for p in written]
+    target = out / MANIFEST
+    target.write_text(json.dumps({"files": files, "settings": dict(settings)}, indent=2,
+                                 sort_keys=True) + "\n")
+    return target
+
+
+def record_run(out: Path, written: Sequence[Path], settings: Mapping[str, Any]) -> str | None:
+    """Write OUT/run.json (write_manifest); the warning naming results in `out` from an earlier
+    run (stale_outputs), or None."""
+    target = write_manifest(out, written, settings)
+    if not (stale := stale_outputs(out, written)):
+        return None
+    return (f"{out} also holds {len(stale)} result file(s) from an earlier run, not this one: "
+            f"{name_some(stale)} (this run's files are listed in {target})")
+
+
+def name_some(names: Sequence[str], limit: int = 5) -> str:
+    """"a, b, c" or "a, b, c, d, e and 7 more"."""
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
+class ProgressLines:
+    """Plain progress lines for a stderr that is not a terminal (a log, a pipe, CI): the
+    engine's progress callback (`update`), at most one line every `every_s` of wall time,
+    e.g. "fair: 12,000/100,000 jobs finished, 95 s"; `finish` writes the last one."""
+
+    def __init__(self, label: str, total: int, write: Callable[[str], None],
+                 every_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.label, self.total, self.write, self.every_s, self.clock = (
+            label, total, write, every_s, clock)
+        self.done = 0
+        self.start = self.last = clock()
+
+    def update(self, finished: int) -> None:
+        """`finished` more jobs finished; a line if `every_s` passed since the last one."""
+        self.done += finished
+        now = self.clock()
+        if now - self.last >= self.every_s:
+            self.last = now
+            self.write(self._line(now))
+
+    def finish(self) -> None:
+        """The closing line (jobs finished of all, wall time)."""
+        self.write(self._line(self.clock()))
+
+    def _line(self, now: float) -> str:
+        return (f"{self.label}: {self.done:,}/{self.total:,} jobs finished, "
+                f"{now - self.start:.0f} s")

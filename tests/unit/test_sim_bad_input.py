@@ -61,14 +61,21 @@ def test_traces_that_are_not_utf8_are_data_errors(tmp_path: Path, table: Through
     for name, kind in (("bin.trace", "gavel"), ("bin.csv", "philly"), ("pods.csv", "alibaba")):
         path = tmp_path / name
         path.write_bytes(NOT_UTF8)
-        with pytest.raises(DataError, match=rf"{name}: not UTF-8 text"):
+        with pytest.raises(DataError, match=rf"{name}: line 1: not UTF-8 text \(byte 0xff at "
+                                            r"offset 0\)"):
             load_trace(path, table, rng, kind)
-    # bad bytes past the header, deep in the file, too
+    # bad bytes past the header, deep in the file, too: named by the file's line and offset
     path = tmp_path / "late.csv"
-    path.write_bytes(PHILLY_HEAD.encode() + b"2017-10-01 00:00:00,60,1,60,aa\n" * 5000
-                     + b"2017-10-01 00:00:00,60,1,60,\xe9t\xe9\n")
-    with pytest.raises(DataError, match="late.csv: not UTF-8 text"):
+    good = PHILLY_HEAD.encode() + b"2017-10-01 00:00:00,60,1,60,aa\n" * 5000
+    path.write_bytes(good + b"2017-10-01 00:00:00,60,1,60,\xe9t\xe9\n")
+    offset = len(good) + len(b"2017-10-01 00:00:00,60,1,60,")
+    with pytest.raises(DataError, match=rf"late.csv: line 5002: not UTF-8 text \(byte 0xe9 at "
+                                        rf"offset {offset}\)"):
         load_philly(path, table, rng)
+    path = tmp_path / "late.trace"  # a Gavel trace likewise
+    path.write_bytes(_gavel_row().encode() * 3 + b"\xe9" + _gavel_row().encode())
+    with pytest.raises(DataError, match="late.trace: line 4: not UTF-8 text"):
+        load_gavel(path, table, rng)
 
 
 def test_cluster_files_that_are_not_utf8_are_config_errors(
@@ -90,8 +97,8 @@ def test_simulate_on_a_binary_trace_exits_2(tmp_path: Path, data: Path,
     for kind in ("auto", "philly"):
         code, err = _hase(["simulate", "--trace", str(bad), "--trace-kind", kind, "--data-dir",
                            str(data), "--out", str(tmp_path / "out"), "--no-plots"], capsys)
-        assert code == 2 and err == f"hase: error: {bad}: not UTF-8 text (byte 0xff" + (
-            " at offset 0)\n" if kind == "auto" else ")\n")
+        assert code == 2 and err == f"hase: error: {bad}: line 1: not UTF-8 text (byte 0xff at " \
+                                    "offset 0)\n"
 
 
 # 2. short rows and GPU counts that are not whole numbers
@@ -100,18 +107,18 @@ def test_a_short_philly_row_names_the_row_and_the_missing_column(
         tmp_path: Path, table: ThroughputTable) -> None:
     p = tmp_path / "p.csv"
     p.write_text(PHILLY_HEAD + "2017-10-09 07:01:55,66.0,1,66.0,11cb48\n2017-10-09 06:13:03,20,1\n")
-    with pytest.raises(DataError, match=r"p.csv: row 2: column 'cluster': missing \(the row has 3 "
+    with pytest.raises(DataError, match=r"p.csv: line 3: column 'cluster': missing \(the row has 3 "
                                         r"of the header's 5 columns\)"):
         load_philly(p, table, np.random.default_rng(0))
     p.write_text(PHILLY_HEAD + "2017-10-09 06:13:03\n")
-    with pytest.raises(DataError, match="row 1: column 'duration': missing"):
+    with pytest.raises(DataError, match="line 2: column 'duration': missing"):
         load_philly(p, table, np.random.default_rng(0))
 
 
 def test_a_short_alibaba_row_names_the_missing_column(tmp_path: Path, table: ThroughputTable) -> None:
     p = tmp_path / "pods.csv"
     p.write_text(ALIBABA_HEAD + "p0,1,1,1,1000,,LS,Running,0,100,10\np1,1,1,1,1000,,LS,Running,0,100\n")
-    with pytest.raises(DataError, match="row 2: column 'scheduled_time': missing"):
+    with pytest.raises(DataError, match="line 3: column 'scheduled_time': missing"):
         load_alibaba(p, table, np.random.default_rng(0))
 
 
@@ -120,7 +127,7 @@ def test_philly_gpu_counts_must_be_whole_numbers(tmp_path: Path, table: Throughp
                                                  gpus: str) -> None:
     p = tmp_path / "p.csv"
     p.write_text(PHILLY_HEAD + f"2017-10-09 07:01:55,66.0,{gpus},66.0,11cb48\n")
-    with pytest.raises(DataError, match=rf"row 1: column 'num_gpus': must be a whole number from 1 "
+    with pytest.raises(DataError, match=rf"line 2: column 'num_gpus': must be a whole number from 1 "
                                         rf"to 1,000,000, got '{gpus}'"):
         load_philly(p, table, np.random.default_rng(0))
 
@@ -135,11 +142,11 @@ def test_gavel_scale_factor_and_alibaba_gpus_must_be_whole(tmp_path: Path,
                                                            table: ThroughputTable) -> None:
     p = tmp_path / "t.trace"
     p.write_text(_gavel_row(sf="1.5"))
-    with pytest.raises(DataError, match="row 1: column 'scale_factor': must be a whole number"):
+    with pytest.raises(DataError, match="line 1: column 'scale_factor': must be a whole number"):
         load_gavel(p, table, np.random.default_rng(0))
     p = tmp_path / "pods.csv"
     p.write_text(ALIBABA_HEAD + "p0,1,1,0.5,1000,,LS,Running,0,100,10\n")
-    with pytest.raises(DataError, match="row 1: column 'num_gpu': must be a whole number from 0"):
+    with pytest.raises(DataError, match="line 2: column 'num_gpu': must be a whole number from 0"):
         load_alibaba(p, table, np.random.default_rng(0))
 
 
@@ -154,7 +161,7 @@ def test_gavel_times_past_the_limit_are_refused(tmp_path: Path, table: Throughpu
                                                 row: str, column: str) -> None:
     p = tmp_path / "t.trace"
     p.write_text(_gavel_row() + row)
-    with pytest.raises(DataError, match=rf"row 2: column '{column}': .*(limit of 315,360,000 s "
+    with pytest.raises(DataError, match=rf"line 2: column '{column}': .*(limit of 315,360,000 s "
                                         rf"\(10 years\)|not a finite number)"):
         load_gavel(p, table, np.random.default_rng(0))
 
@@ -163,18 +170,18 @@ def test_philly_durations_and_span_past_the_limit_are_refused(tmp_path: Path,
                                                               table: ThroughputTable) -> None:
     p = tmp_path / "p.csv"
     p.write_text(PHILLY_HEAD + "2017-10-09 07:01:55,1e300,1,0,a\n")
-    with pytest.raises(DataError, match="row 1: column 'duration': 1e\\+300 is over the simulator"):
+    with pytest.raises(DataError, match="line 2: column 'duration': 1e\\+300 is over the simulator"):
         load_philly(p, table, np.random.default_rng(0))
     p.write_text(PHILLY_HEAD + "2017-10-09 07:01:55,60,1,0,a\n9999-01-01 00:00:00,60,1,0,a\n")
-    with pytest.raises(DataError, match=r"row 2: column 'timestamp': .* s after the first job's "
-                                        r"\(row 1\), over the simulator's limit"):
+    with pytest.raises(DataError, match=r"line 3: column 'timestamp': .* s after the first job's "
+                                        r"\(line 2\), over the simulator's limit"):
         load_philly(p, table, np.random.default_rng(0))
 
 
 def test_alibaba_times_past_the_limit_are_refused(tmp_path: Path, table: ThroughputTable) -> None:
     p = tmp_path / "pods.csv"
     p.write_text(ALIBABA_HEAD + "p0,1,1,1,1000,,LS,Running,0,1e300,10\n")
-    with pytest.raises(DataError, match="row 1: column 'deletion_time': 1e\\+300 is over"):
+    with pytest.raises(DataError, match="line 2: column 'deletion_time': 1e\\+300 is over"):
         load_alibaba(p, table, np.random.default_rng(0))
 
 

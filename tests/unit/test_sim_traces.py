@@ -59,7 +59,7 @@ def test_philly_missing_column_refused(tmp_path: Path, table: ThroughputTable) -
 def test_philly_negative_duration_names_row(tmp_path: Path, table: ThroughputTable) -> None:
     p = _write(tmp_path, "timestamp,duration,num_gpus,gpu_time,cluster\n"
                          "2017-10-01 00:00:00,60,1,60,aa\n2017-10-01 00:01:00,-5,1,-5,bb\n")
-    with pytest.raises(DataError, match="row 2.*duration"):
+    with pytest.raises(DataError, match="line 3: column 'duration'"):
         load_philly(p, table, np.random.default_rng(0))
 
 
@@ -84,7 +84,7 @@ def test_alibaba_fraction_constraint_and_negative(tmp_path: Path, table: Through
     assert jobs[0].gpu_fraction == 0.5 and jobs[0].constraint == ("v100", "t4")
     assert jobs[0].duration_s == 90 and jobs[0].account == "LS"
     p.write_text(head + "p0,1,1,1,1000,,LS,Running,0,5,10\n")
-    with pytest.raises(DataError, match="row 1: negative duration"):
+    with pytest.raises(DataError, match="line 2: negative duration"):
         load_alibaba(p, table, np.random.default_rng(0))
 
 
