@@ -43,7 +43,12 @@ class Demo:
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
-        conf = os.environ.get("SLURM_CONF") or str(cluster_paths(None).slurm_conf)
+        # always the local cluster's: a SLURM_CONF in the shell may name a real cluster, whose
+        # queue the demo would fill with jobs and whose pending jobs its daemon would reorder
+        conf = str(cluster_paths(None).slurm_conf)
+        if os.environ.get("SLURM_CONF", conf) != conf:
+            print(f"note: SLURM_CONF={os.environ['SLURM_CONF']} in this shell is not the local "
+                  f"cluster's; the demo uses {conf}", file=sys.stderr, flush=True)
         self.runner = SubprocessRunner({"SLURM_CONF": conf})
 
     def step(self, title: str) -> None:

@@ -34,7 +34,8 @@ REQUIRED_BINARIES = {
     "slurmdbd": "slurmdbd", "munged": "munge", "mungekey": "munge",
     "mariadbd": "mariadb-server", "mariadb-install-db": "mariadb-server", "mariadb": "mariadb-client",
 }
-READY_STATES = {"IDLE", "MIXED", "ALLOCATED", "COMPLETING"}
+READY_STATES = {"IDLE", "MIXED", "ALLOCATED", "COMPLETING", "PLANNED"}  # PLANNED: 23.02+ backfill
+SBIN_PATH = "/usr/local/sbin:/usr/sbin:/sbin"  # where Debian puts the daemons (not on a user's PATH)
 
 Progress = Callable[[str], None]
 
@@ -103,6 +104,9 @@ class LocalCluster:
     def up(self, progress: Progress = lambda _: None, timeout_s: float = 90.0) -> ClusterStatus:
         """Start everything that is not running; idempotent, also when run twice at once (the
         second waits for the first). Returns when ready."""
+        if os.geteuid() != 0:
+            raise ClusterError("hase cluster up must run as root: it starts munged, MariaDB and "
+                               "Slurm's daemons under their own users (sudo hase cluster up)")
         self._check_binaries()
         with exclusive(self.paths.lock_file):
             return self._up(progress, timeout_s)
@@ -110,6 +114,13 @@ class LocalCluster:
     def _up(self, progress: Progress, timeout_s: float) -> ClusterStatus:
         already = self.table.alive()
         if already and self.status().ready:
+            changed = self._changed_configs()
+            if changed:
+                raise ClusterError(
+                    f"the cluster under {self.paths.root} is up with other configs than this "
+                    f"spec and checkout render ({', '.join(changed)} differ: a changed spec or "
+                    "template, or the SPANK plugin built since); run 'hase cluster down', then "
+                    "'hase cluster up'")
             progress("already up")
             return self.status()
         self._check_ports(already)
@@ -120,14 +131,54 @@ class LocalCluster:
         self._start_slurmdbd(progress)
         self._register_accounts(progress)
         self._start_slurm(progress)
-        remaining = max(10.0, timeout_s - (time.monotonic() - started))
-        wait_for("all nodes idle and sacct answering", lambda: self.status().ready, remaining,
-                 self.paths.log / "slurmctld.log")
+        remaining = max(30.0, timeout_s - (time.monotonic() - started))
+        try:
+            wait_for("all nodes idle and sacct answering", lambda: self.status().ready,
+                     remaining, self.paths.log / "slurmctld.log")
+        except ClusterError as exc:
+            raise ClusterError(f"{exc}\n{self._not_ready()}") from None
         progress(f"ready in {time.monotonic() - started:.1f}s")
         return self.status()
 
+    def _not_ready(self) -> str:
+        """What keeps the cluster from being ready, in words an admin can act on."""
+        status = self.status()
+        if not status.accounting:
+            return "  sacct does not answer yet (slurmdbd: see log/slurmdbd.log)"
+        stuck = {n: s for n, s in status.node_states.items() if s not in READY_STATES}
+        missing = sorted(set(self.spec.node_names) - set(status.node_states))
+        parts = [f"  nodes not ready: {', '.join(f'{n} {s}' for n, s in sorted(stuck.items()))}"
+                 f" (resume with: scontrol update nodename={','.join(sorted(stuck))} "
+                 "state=resume)"] if stuck else []
+        if missing:
+            parts.append(f"  nodes slurmctld does not list: {', '.join(missing)}")
+        return "\n".join(parts) or "  every node is ready now: run 'hase cluster up' again"
+
+    def _rendered(self) -> dict[str, str]:
+        """The config files this spec and checkout render (needs the db password file)."""
+        return render_configs(
+            self.spec, self.paths, db_password=self.paths.db_password_file.read_text().strip(),
+            cgroup_plugin=self._cgroup_plugin(), spank_plugin=self._spank_plugin())
+
+    def _changed_configs(self) -> list[str]:
+        """Config files in etc/ that differ from what would be rendered now."""
+        try:
+            rendered = self._rendered()
+        except OSError:
+            return []
+        changed = []
+        for name, text in rendered.items():
+            try:
+                if (self.paths.etc / name).read_text() != text:
+                    changed.append(name)
+            except OSError:
+                changed.append(name)
+        return changed
+
     def _check_binaries(self) -> None:
-        missing = sorted({pkg for b, pkg in REQUIRED_BINARIES.items() if shutil.which(b) is None})
+        path = f"{os.environ.get('PATH', '')}:{SBIN_PATH}"
+        missing = sorted({pkg for b, pkg in REQUIRED_BINARIES.items()
+                          if shutil.which(b, path=path) is None})
         if missing:
             raise ClusterError("missing Debian packages: " + " ".join(missing)
                                + " (apt-get install " + " ".join(missing) + ")")
@@ -146,17 +197,19 @@ class LocalCluster:
         progress(f"rendering configs into {self.paths.etc}")
         for d in self.paths.all_dirs():
             d.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.paths.root, 0o755)
+        # root's daemons keep pids, sockets and logs in run/ and log/: nobody else may write
+        # there (earlier versions left them 0777 for MariaDB, which now has its own folders)
+        for d in (self.paths.root, self.paths.state, self.paths.run, self.paths.log):
+            os.chmod(d, 0o755)
         if not self.paths.db_password_file.exists():
-            self.paths.db_password_file.write_text(secrets.token_hex(12))
-            os.chmod(self.paths.db_password_file, 0o600)
-        files = render_configs(
-            self.spec, self.paths, db_password=self.paths.db_password_file.read_text().strip(),
-            cgroup_plugin=self._cgroup_plugin(), spank_plugin=self._spank_plugin())
-        for name, text in files.items():
+            _write_private(self.paths.db_password_file, secrets.token_hex(12))
+        for name, text in self._rendered().items():
             target = self.paths.etc / name
-            target.write_text(text)
-            os.chmod(target, 0o600 if name == "slurmdbd.conf" else 0o644)
+            if name == "slurmdbd.conf":
+                _write_private(target, text)  # the database password: never readable by others
+            else:
+                target.write_text(text)
+                os.chmod(target, 0o644)
         for group in self.spec.node_groups:
             for node in group.names:
                 for i in range(group.gpus):
@@ -182,16 +235,19 @@ class LocalCluster:
             self.runner.run(["mungekey", "-c", "-k", str(self.paths.munge_key)]).check()
         os.chmod(self.paths.munge_key, 0o600)
         os.chmod(self.paths.munge_socket.parent, 0o755)
+        if "munged" not in self.table.alive():  # a socket left by a crash is no sign of life
+            self.paths.munge_socket.unlink(missing_ok=True)
         svc = Service("munged", (
             "munged", "-F", "-f", f"--socket={self.paths.munge_socket}",
             f"--key-file={self.paths.munge_key}", f"--pid-file={self.paths.run}/munged.pid",
             f"--log-file={self.paths.log}/munged.log",
             f"--seed-file={self.paths.state}/munge/munged.seed"), "munged")
-        start_service(self.runner, self.table, self.paths, svc, self.env)
-        wait_for("munged", self.paths.munge_socket.exists, 15, self.paths.log / "munged.out")
+        pid = start_service(self.runner, self.table, self.paths, svc, self.env)
+        wait_for("munged", self.paths.munge_socket.exists, 15, self.paths.log / "munged.out",
+                 lambda: pid_running(pid))
 
     def _mariadb(self, *sql: str) -> None:
-        sock = f"--socket={self.paths.run}/mysqld.sock"
+        sock = f"--socket={self.paths.mysql_run}/mysqld.sock"
         for statement in sql:
             self.runner.run(["mariadb", sock, "-u", "root", "-e", statement], timeout_s=30).check()
 
@@ -205,17 +261,22 @@ class LocalCluster:
             shutil.chown(datadir, "mysql", "mysql")
             self.runner.run(["mariadb-install-db", cnf, "--user=mysql", "--skip-test-db"],
                             timeout_s=120).check()
-        for path in (self.paths.log, self.paths.run):
-            os.chmod(path, 0o777)
+        for path in (self.paths.mysql_run, self.paths.mysql_log):  # MariaDB runs as mysql
+            path.mkdir(exist_ok=True)
+            shutil.chown(path, "mysql", "mysql")
+            os.chmod(path, 0o755)
         svc = Service("mariadb", ("mariadbd", cnf, "--user=mysql"), "mariadbd")
         pid = start_service(self.runner, self.table, self.paths, svc, self.env)
         wait_for("MariaDB", lambda: port_open(self.spec.mariadb_port), 60,
-                 self.paths.log / "mariadb.log", lambda: pid_running(pid))
+                 self.paths.mysql_log / "mariadb.log", lambda: pid_running(pid))
         password = self.paths.db_password_file.read_text().strip()
         self._mariadb(
             f"CREATE DATABASE IF NOT EXISTS slurm_acct_{self.spec.name}",
             f"CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}'",
             f"CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '{password}'",
+            # a db-password made anew (etc/ wiped, state/ kept) replaces the old one
+            f"ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}'",
+            f"ALTER USER 'slurm'@'localhost' IDENTIFIED BY '{password}'",
             f"GRANT ALL ON slurm_acct_{self.spec.name}.* TO 'slurm'@'127.0.0.1'",
             f"GRANT ALL ON slurm_acct_{self.spec.name}.* TO 'slurm'@'localhost'")
 
@@ -267,8 +328,9 @@ class LocalCluster:
     # ---- restart pieces (fault tests) -----------------------------------------------------
     def stop_service(self, name: str) -> None:
         entry = self.table.load().get(name)
-        if entry and isinstance(entry.get("pid"), int):
-            stop_pid(int(str(entry["pid"])), str(entry["binary"]))
+        pid = self.table.alive().get(name)
+        if entry and pid is not None:
+            stop_pid(pid, str(entry["binary"]))
         self.table.forget(name)
 
     def start_slurmctld(self) -> None:
@@ -283,7 +345,10 @@ class LocalCluster:
     def _down(self, progress: Progress) -> list[str]:
         running = self.table.alive()
         if "slurmctld" in running:
-            self.runner.run(["scancel", "--full", "-u", "root"], timeout_s=10)
+            try:  # a wedged slurmctld must not keep `down` from stopping it
+                self.runner.run(["scancel", "--full", "-u", "root"], timeout_s=10)
+            except SlurmError as exc:
+                progress(f"scancel failed ({exc}); stopping the daemons anyway")
         order = [n for n in running if n.startswith("slurmd-")] + [
             n for n in ("slurmctld", "slurmdbd", "mariadb", "munged") if n in running]
         entries = self.table.load()
@@ -294,3 +359,11 @@ class LocalCluster:
         for pid in stray_stepds(self.paths.slurm_conf):
             stop_pid(pid, "slurmstepd", timeout_s=5)
         return order
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write `text` to a file only its owner can read, from the first byte on."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        os.fchmod(fh.fileno(), 0o600)
+        fh.write(text)

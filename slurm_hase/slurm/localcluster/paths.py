@@ -56,6 +56,14 @@ class ClusterPaths:
         return self.root / "cluster.lock"  # held while `up` or `down` runs (services.exclusive)
 
     @property
+    def mysql_run(self) -> Path:
+        return self.run / "mysql"  # MariaDB's socket and pid (owned by mysql)
+
+    @property
+    def mysql_log(self) -> Path:
+        return self.log / "mysql"  # MariaDB's error log (owned by mysql)
+
+    @property
     def mariadb_cnf(self) -> Path:
         return self.etc / "mariadb.cnf"
 

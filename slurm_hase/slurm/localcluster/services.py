@@ -44,13 +44,33 @@ def port_open(port: int) -> bool:
 
 
 def process_alive(pid: int, binary: str) -> bool:
-    """True if pid runs `binary` (guards against pid reuse)."""
+    """True if pid runs `binary` (guards against pid reuse): argv[0]'s file name is `binary`,
+    or starts with `binary:` (slurmstepd names itself `slurmstepd: [job.step]`). `slurmd`
+    does not match `slurmdbd`."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    first = cmdline.split(b"\0", 1)[0].decode(errors="replace")
-    return os.path.basename(first) == binary or binary in first
+    first = os.path.basename(cmdline.split(b"\0", 1)[0].decode(errors="replace"))
+    return first == binary or first.startswith(binary + ":")
+
+
+def start_ticks(pid: int) -> int | None:
+    """When pid started (clock ticks since boot, /proc/PID/stat field 22); None if it is gone.
+    With the boot id it tells a recorded daemon from a later process given the same pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[-1].split()[19])
+
+
+def boot_id() -> str:
+    """This boot's id (a pid recorded before a reboot names some other process now)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
 
 
 class ProcessTable:
@@ -68,22 +88,34 @@ class ProcessTable:
 
     def record(self, name: str, pid: int, binary: str) -> None:
         data = self.load()
-        data[name] = {"pid": pid, "binary": binary}
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        tmp.replace(self.path)
+        data[name] = {"pid": pid, "binary": binary, "start": start_ticks(pid), "boot": boot_id()}
+        self._write(data)
 
     def forget(self, name: str) -> None:
         data = self.load()
         data.pop(name, None)
-        self.path.write_text(json.dumps(data, indent=1))
+        self._write(data)
+
+    def _write(self, data: dict[str, dict[str, object]]) -> None:
+        """Write the whole table at once (a crash mid-write leaves the old one whole)."""
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.replace(self.path)
 
     def alive(self) -> dict[str, int]:
+        """The recorded daemons still running: the same binary, and where recorded, the same
+        boot and start time (not a later process that got the pid)."""
         out: dict[str, int] = {}
+        boot = boot_id()
         for name, entry in self.load().items():
             pid, binary = entry.get("pid"), entry.get("binary")
-            if isinstance(pid, int) and isinstance(binary, str) and process_alive(pid, binary):
-                out[name] = pid
+            if not (isinstance(pid, int) and isinstance(binary, str)
+                    and process_alive(pid, binary)):
+                continue
+            if entry.get("boot") not in (None, boot) or (
+                    entry.get("start") is not None and entry.get("start") != start_ticks(pid)):
+                continue
+            out[name] = pid
         return out
 
 
