@@ -40,7 +40,10 @@ def cluster() -> None:
 @cluster.command()
 @spec_option
 @dir_option
-@click.option("--timeout", default=90.0, show_default=True, help="Seconds to wait for readiness.")
+@click.option("--timeout", type=click.FloatRange(min=1.0), default=90.0, show_default=True,
+              envvar="HASE_CLUSTER_TIMEOUT", show_envvar=True,
+              help="Seconds to wait for readiness (a slow first start, creating the "
+                   "accounting database on a slow disk, may need more).")
 def up(spec_path: str | None, root: str | None, timeout: float) -> None:
     """Start the cluster and wait until all nodes are idle and sacct answers.
 

@@ -50,3 +50,26 @@ def test_env_output_survives_eval(tmp_path: Path, capsys: pytest.CaptureFixture[
     shell = subprocess.run(["bash", "-c", f'eval {shlex.quote(out)}; printf %s "$SLURM_CONF"'],
                            capture_output=True, text=True, check=True)
     assert shell.stdout == str(conf)
+
+
+def test_up_timeout_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HASE_CLUSTER_TIMEOUT reaches `up` (run.sh passes no --timeout); --timeout wins."""
+    from click.testing import CliRunner
+
+    from slurm_hase.cli.main import cli
+    from slurm_hase.slurm.localcluster import manager
+
+    seen: list[float] = []
+
+    def fake_up(self: object, progress: object = None, timeout_s: float = 0.0) -> object:
+        seen.append(timeout_s)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(manager.LocalCluster, "up", fake_up)
+    args = ["cluster", "up", "--dir", str(tmp_path)]
+    CliRunner().invoke(cli, args, env={"HASE_CLUSTER_TIMEOUT": "300"})
+    CliRunner().invoke(cli, [*args, "--timeout", "45"], env={"HASE_CLUSTER_TIMEOUT": "300"})
+    CliRunner().invoke(cli, args, env={"HASE_CLUSTER_TIMEOUT": None})
+    assert seen == [300.0, 45.0, 90.0]
+    bad = CliRunner().invoke(cli, args, env={"HASE_CLUSTER_TIMEOUT": "soon"})
+    assert bad.exit_code == 2 and "HASE_CLUSTER_TIMEOUT" in bad.output
