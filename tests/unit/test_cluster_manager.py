@@ -188,3 +188,24 @@ def test_the_demo_never_follows_slurm_conf_to_another_cluster(
     assert demo.runner.env_overlay["SLURM_CONF"] == str(tmp_path / "local" / "etc" / "slurm.conf")
     assert "SLURM_CONF=/etc/slurm/slurm.conf in this shell is not the local cluster's" in (
         capsys.readouterr().err)
+
+
+def test_a_cluster_dir_mysql_cannot_reach_is_named(tmp_path: Path) -> None:
+    """A --dir under a private folder (/root, umask 077) made MariaDB time out with an empty
+    log; the folder is named before anything starts."""
+    import tempfile
+
+    from slurm_hase.slurm.localcluster.manager import _check_enterable
+
+    top = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's own tmp folders are private (0700)
+    private = top / "private"
+    try:
+        os.chmod(top, 0o755)
+        (private / "cluster").mkdir(parents=True)
+        os.chmod(private, 0o700)
+        with pytest.raises(ClusterError, match=rf"^{private} \(mode 0700\) cannot be entered"):
+            _check_enterable(private / "cluster")
+        os.chmod(private, 0o711)
+        _check_enterable(private / "cluster")
+    finally:
+        shutil.rmtree(top)

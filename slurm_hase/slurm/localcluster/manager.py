@@ -201,6 +201,7 @@ class LocalCluster:
         # there (earlier versions left them 0777 for MariaDB, which now has its own folders)
         for d in (self.paths.root, self.paths.state, self.paths.run, self.paths.log):
             os.chmod(d, 0o755)
+        _check_enterable(self.paths.root)
         if not self.paths.db_password_file.exists():
             _write_private(self.paths.db_password_file, secrets.token_hex(12))
         for name, text in self._rendered().items():
@@ -367,3 +368,15 @@ def _write_private(path: Path, text: str) -> None:
     with os.fdopen(fd, "w") as fh:
         os.fchmod(fh.fileno(), 0o600)
         fh.write(text)
+
+
+def _check_enterable(root: Path) -> None:
+    """MariaDB runs as `mysql`: every folder above the cluster root must let others enter it
+    (x for others), or MariaDB times out with an empty log. ClusterError names the folder."""
+    for folder in root.parents:
+        mode = folder.stat().st_mode
+        if not mode & 0o001:
+            raise ClusterError(
+                f"{folder} (mode {mode & 0o777:04o}) cannot be entered by other users, and "
+                f"MariaDB runs as mysql under {root}: chmod o+x {folder}, or choose a --dir "
+                "(HASE_CLUSTER_DIR) outside it")
