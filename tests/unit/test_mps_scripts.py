@@ -132,7 +132,8 @@ def test_rendered_scripts_pass_shellcheck(tmp_path: Path, kind: str) -> None:
 
 
 def test_prolog_and_epilog_share_the_stop_code() -> None:
-    """The daemon-stopping functions are written twice (one file each); they must not drift."""
+    """The daemon-stopping functions come from one template (mps-stop.sh.j2), included by both
+    scripts: the rendered blocks are the same."""
     texts = [render(kind, MpsConfig()) for kind in ("prolog", "epilog")]
     blocks = [t[t.index("# ---- shared by"):t.index("# ---- end shared ----")] for t in texts]
     assert blocks[0] == blocks[1] and "stop_daemon()" in blocks[0]
