@@ -386,13 +386,9 @@ def route_knobs(policies: tuple[str, ...], knobs: dict[str, float]) -> dict[str,
 
 def _unknown_knob(where: str, knob: str, policies: Sequence[str]) -> ConfigError:
     """The error for a knob none of `policies` has: close matches first, then every knob."""
-    import difflib
+    from slurm_hase.policy.registry import knob_hint, policy_knobs
 
-    from slurm_hase.policy.registry import policy_knobs
-
-    known = sorted({k for p in policies for k in policy_knobs(p)})
-    close = difflib.get_close_matches(knob, known, n=3, cutoff=0.6)
-    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    hint = knob_hint(knob, {k for p in policies for k in policy_knobs(p)})
     listed = "; ".join(f"{p}: {', '.join(sorted(policy_knobs(p))) or 'none'}" for p in policies)
     who = (f"policy {policies[0]!r} has no knob {knob!r}" if len(policies) == 1
            else f"none of {', '.join(policies)} has a knob {knob!r}")

@@ -10,7 +10,8 @@ WHOLE_KNOBS).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+import difflib
+from collections.abc import Callable, Iterable, Mapping
 
 from slurm_hase.errors import PolicyError
 from slurm_hase.policy.fair import FairPolicy
@@ -51,14 +52,22 @@ def policy_knobs(name: str) -> dict[str, float]:
     }
 
 
+def knob_hint(knob: str, known: Iterable[str]) -> str:
+    """"; did you mean 'theta'?" for a misspelt knob (close matches among `known`), else ""."""
+    close = difflib.get_close_matches(knob, sorted(known), n=3, cutoff=0.6)
+    return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+
+
 def make_policy(name: str, **knobs: float) -> Policy:
-    """Build policy `name` with `knobs`; PolicyError for an unknown name, knob or value."""
+    """Build policy `name` with `knobs`; PolicyError for an unknown name, knob (with close
+    matches) or value."""
     factory = _factory(name)
     known = policy_knobs(name)
     for knob in knobs:
         if knob not in known:
             listed = ", ".join(sorted(known)) or "none"
-            raise PolicyError(f"policy {name!r} has no knob {knob!r} (knobs: {listed})")
+            raise PolicyError(f"policy {name!r} has no knob {knob!r}{knob_hint(knob, known)} "
+                              f"(knobs: {listed})")
     return factory(**{k: float(v) for k, v in knobs.items()})
 
 

@@ -82,3 +82,13 @@ def test_a_flag_that_is_not_a_knob_is_refused_not_a_crash() -> None:
     assert policy_knobs("fifo") == {}
     with pytest.raises(PolicyError, match=r"policy 'fifo' has no knob 'passive' \(knobs: none\)"):
         make_policy("fifo", passive=0.0)
+
+
+def test_a_misspelt_knob_gets_close_matches_wherever_policies_are_built() -> None:
+    """The daemon's [policy.knobs] and `hase simulate --knob` build policies through
+    make_policy: a typo names the knob meant before the whole list."""
+    with pytest.raises(PolicyError, match=r"^policy 'fair' has no knob 'thta'; did you mean "
+                                          r"'theta'\? \(knobs: "):
+        make_policy("fair", thta=0.2)
+    with pytest.raises(PolicyError, match=r"^policy 'fair' has no knob 'zzz' \(knobs: "):
+        make_policy("fair", zzz=1.0)
