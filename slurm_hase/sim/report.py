@@ -136,10 +136,8 @@ def prepare_trace(setup: TraceSetup, table: ThroughputTable, spec: ClusterSpec,
     if warn is not None and spec.shares:
         seen = sorted({j.account for j in jobs})
         if not set(seen) & set(spec.shares):
-            more = f" and {len(seen) - 5} more" if len(seen) > 5 else ""
             warn(f"the cluster file's [[accounts]] ({', '.join(sorted(spec.shares))}) match none "
-                 f"of the trace's accounts ({', '.join(seen[:5])}{more}): every account gets "
-                 "share 1")
+                 f"of the trace's accounts ({name_some(seen)}): every account gets share 1")
     return jobs
 
 
@@ -227,23 +225,18 @@ def check_runnable(jobs: Sequence[TraceJob], spec: ClusterSpec,
     return refused
 
 
-def describe_refusals(refused: Mapping[str, int | Sequence[TraceJob]], examples: int = 0) -> str:
-    """"3 need more GPUs than ...; 1 ask only for ..." (largest count first); with job lists
-    and `examples` > 0, each reason names its first jobs' places in the trace file
-    ("(line 12, line 40 and 1 more)", or Alibaba pod names)."""
+def describe_refusals(refused: Mapping[str, Sequence[TraceJob]], examples: int = 0) -> str:
+    """"3 need more GPUs than ...; 1 ask only for ..." (largest count first); with `examples`
+    > 0, each reason names its first jobs' places in the trace file ("(line 12, line 40 and 1
+    more)", or Alibaba pod names)."""
     parts = []
-    for why, jobs in sorted(refused.items(), key=lambda kv: -_size(kv[1])):
-        text = f"{_size(jobs)} {why}"
-        if examples > 0 and not isinstance(jobs, int):
+    for why, jobs in sorted(refused.items(), key=lambda kv: -len(kv[1])):
+        text = f"{len(jobs)} {why}"
+        if examples > 0:
             where = list(dict.fromkeys(j.source or f"job {j.job_id}" for j in jobs))
-            more = f" and {len(where) - examples} more" if len(where) > examples else ""
-            text += f" ({', '.join(where[:examples])}{more})"
+            text += f" ({name_some(where, examples)})"
         parts.append(text)
     return "; ".join(parts)
-
-
-def _size(value: int | Sequence[TraceJob]) -> int:
-    return value if isinstance(value, int) else len(value)
 
 
 def refused_count(result: SimResult) -> int:

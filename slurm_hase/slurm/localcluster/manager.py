@@ -113,7 +113,8 @@ class LocalCluster:
 
     def _up(self, progress: Progress, timeout_s: float) -> ClusterStatus:
         already = self.table.alive()
-        if already and self.status().ready:
+        status = self.status() if already else None
+        if status is not None and status.ready:
             changed = self._changed_configs()
             if changed:
                 raise ClusterError(
@@ -122,7 +123,7 @@ class LocalCluster:
                     "template, or the SPANK plugin built since); run 'hase cluster down', then "
                     "'hase cluster up'")
             progress("already up")
-            return self.status()
+            return status
         self._check_ports(already)
         started = time.monotonic()
         self._prepare(progress)

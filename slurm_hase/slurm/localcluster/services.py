@@ -55,14 +55,21 @@ def process_alive(pid: int, binary: str) -> bool:
     return first == binary or first.startswith(binary + ":")
 
 
-def start_ticks(pid: int) -> int | None:
-    """When pid started (clock ticks since boot, /proc/PID/stat field 22); None if it is gone.
-    With the boot id it tells a recorded daemon from a later process given the same pid."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name (field 3, the state, first); None if the
+    process is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[-1].split()[19])
+    return stat.rsplit(")", 1)[-1].split()
+
+
+def start_ticks(pid: int) -> int | None:
+    """When pid started (clock ticks since boot, /proc/PID/stat field 22); None if it is gone.
+    With the boot id it tells a recorded daemon from a later process given the same pid."""
+    fields = _stat_fields(pid)
+    return None if fields is None else int(fields[19])
 
 
 def boot_id() -> str:
@@ -178,11 +185,8 @@ def wait_for(
 
 def pid_running(pid: int) -> bool:
     """True while pid exists and is not a zombie (binary not checked: it may not have exec'd yet)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] != "Z"
 
 
 def stop_pid(pid: int, binary: str, timeout_s: float = 15.0) -> None:
