@@ -86,13 +86,16 @@ class Demo:
         print(f"  (still running after {timeout_s:.0f}s; continuing)")
 
     def wait_accounted(self, ids: list[str], timeout_s: float = 60) -> None:
-        """Wait until slurmdbd has every job's end (it arrives after the job leaves squeue)."""
+        """Wait until slurmdbd has every job's end (it arrives after the job leaves squeue) and
+        eligible time (a second or two later; until then `sacct -S` leaves the job out, and
+        the report in step 6 would too)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            res = self.run(["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "-o", "State"],
-                           show=False)
-            states = res.stdout.split() if res.returncode == 0 else []
-            if len(states) == len(ids) and not set(states) & UNFINISHED:
+            res = self.run(["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "-o",
+                            "State,Eligible"], show=False)
+            rows = [ln.split("|") for ln in res.stdout.splitlines() if ln] if res.returncode == 0 else []
+            if len(rows) == len(ids) and all(len(r) == 2 and r[0] not in UNFINISHED
+                                             and r[1] != "Unknown" for r in rows):
                 return
             time.sleep(1)
         print(f"  (accounting not complete after {timeout_s:.0f}s; continuing)")

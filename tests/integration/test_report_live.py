@@ -64,10 +64,12 @@ def _hase(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _finished(backend: CommandBackend, job_id: str, runs: int = 1) -> list[AccountingRecord] | None:
-    """The job's sacct records once it has `runs` of them and the last one COMPLETED, whole."""
+    """The job's sacct records once it has `runs` of them and the last one COMPLETED, whole:
+    every run with its end and eligible times. slurmdbd can show a finished job with Eligible
+    Unknown for a second or two, and until then `sacct -S/-E` leaves it out of every window."""
     recs = backend.accounting(job_ids=[job_id])
-    if len(recs) == runs and recs[-1].state is JobState.COMPLETED and recs[-1].end_time \
-            and all(r.end_time for r in recs):
+    if len(recs) == runs and recs[-1].state is JobState.COMPLETED \
+            and all(r.end_time and r.eligible_time for r in recs):
         return recs
     return None
 
@@ -171,4 +173,6 @@ def test_saved_mps_job_type_does_not_depend_on_the_account_filter(
                 "--weights", "none", "--json")
     assert res.returncode == 0, res.stderr
     [teamb] = json.loads(res.stdout)["accounts"]
-    assert "mps" not in teamb["gpu_hours"] and teamb["gpu_hours"].get("a100", 0) > 0
+    seen = [(r.job_id, r.account, r.nodes, r.alloc_tres, r.state.name, r.elapsed_s)
+            for r in read_saved_sacct(saved)]
+    assert "mps" not in teamb["gpu_hours"] and teamb["gpu_hours"].get("a100", 0) > 0, seen
