@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class HaseError(Exception):
     """Base of every error slurm-hase raises on purpose."""
@@ -121,3 +123,9 @@ def not_utf8(exc: UnicodeDecodeError, *, at_offset: bool = True) -> str:
     bad = exc.object[exc.start]
     where = f" at offset {exc.start}" if at_offset else ""
     return f"not UTF-8 text (byte 0x{bad:02x}{where})"
+
+
+def name_some(names: Sequence[str], limit: int = 5) -> str:
+    """"a, b, c" or "a, b, c, d, e and 7 more": the one wording for a list cut short."""
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more

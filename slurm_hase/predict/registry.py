@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from slurm_hase.errors import StoreError
+from slurm_hase.errors import StoreError, name_some
 from slurm_hase.predict.api import Predictor
 from slurm_hase.predict.modelfile import model_to_json, predictor_from_json
 
@@ -91,9 +91,8 @@ class ModelRegistry:
         them a registry."""
         cols, others = _inspect(Path(db_path))
         if not cols and others:
-            shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
             raise StoreError(f"{db_path}: not a model registry: an SQLite file with other contents "
-                             f"({shown}) and no {TABLE} table; nothing was written to it (name a "
+                             f"({name_some(others)}) and no {TABLE} table; nothing was written to it (name a "
                              "new file or an existing registry)")
 
     def save(self, predictor: Predictor, note: str = "", metrics: dict[str, Any] | None = None) -> int:

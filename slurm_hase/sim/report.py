@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from slurm_hase.daemon.state import RuntimeEstimator
-from slurm_hase.errors import ConfigError, DataError, HaseError
+from slurm_hase.errors import ConfigError, DataError, HaseError, name_some
 from slurm_hase.sim.cluster import ClusterSpec
 from slurm_hase.sim.engine import SimConfig, SimResult, simulate
 from slurm_hase.sim.metrics import compute, job_rows
@@ -340,12 +340,6 @@ def record_run(out: Path, written: Sequence[Path], settings: Mapping[str, Any]) 
         return None
     return (f"{out} also holds {len(stale)} result file(s) from an earlier run, not this one: "
             f"{name_some(stale)} (this run's files are listed in {target})")
-
-
-def name_some(names: Sequence[str], limit: int = 5) -> str:
-    """"a, b, c" or "a, b, c, d, e and 7 more"."""
-    more = f" and {len(names) - limit} more" if len(names) > limit else ""
-    return ", ".join(names[:limit]) + more
 
 
 class ProgressLines:

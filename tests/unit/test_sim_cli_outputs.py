@@ -14,11 +14,11 @@ import pytest
 from click.testing import CliRunner
 
 from slurm_hase.cli.sim_cmd import route_knobs, simulate
-from slurm_hase.errors import ConfigError
+from slurm_hase.errors import ConfigError, name_some
 from slurm_hase.sim.cluster import load_cluster, uniform_cluster
 from slurm_hase.sim.engine import SimConfig
 from slurm_hase.sim.engine import simulate as run_sim
-from slurm_hase.sim.report import ProgressLines, check_speeds, name_some, stale_outputs
+from slurm_hase.sim.report import ProgressLines, check_speeds, stale_outputs
 from slurm_hase.sim.throughput import ThroughputTable, load_throughputs
 from slurm_hase.sim.traces import load_gavel
 from tests.unit.test_sim_bad_input import TRACE, _hase, _sim_args
