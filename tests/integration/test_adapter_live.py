@@ -155,11 +155,12 @@ def test_short_job_runs_and_is_accounted_with_gpu_type(slurm_backend: CommandBac
     def finished() -> list[AccountingRecord] | None:
         # slurmdbd fills a record in steps: clean-clone CI runs read COMPLETED with End=Unknown,
         # and COMPLETED with an end time but JobName=allocation, no partition and no ReqTRES
-        # yet: wait until the record is whole
+        # yet, or Eligible=Unknown (then sacct -S/-E lists it in no window): wait until the
+        # record is whole
         recs = slurm_backend.accounting(job_ids=[job_id])
         return (list(recs) if recs and recs[0].state is JobState.COMPLETED
-                and recs[0].end_time is not None and recs[0].name == "it-short"
-                and recs[0].partition == "gpu" else None)
+                and recs[0].end_time is not None and recs[0].eligible_time is not None
+                and recs[0].name == "it-short" and recs[0].partition == "gpu" else None)
 
     rec = wait_for("sacct COMPLETED", finished, 90)[0]
     assert rec.job_id == job_id and rec.account == "teamb"
