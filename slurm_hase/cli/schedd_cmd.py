@@ -364,7 +364,7 @@ def reset_cmd(dry_run: bool, config_path: str | None, state_db: str | None) -> N
         _hold_store(cfg.state_db)
         click.get_current_context().call_on_close(store.close)  # after `forget`, before the lock
     owned = {j: OwnedAttrs(*row) for j, row in store.owned_rows().items()}
-    outcomes = reset_decisions(_backend(), owned, cfg.partitions, dry_run=dry_run)
+    outcomes = reset_decisions(_backend(), owned, dry_run=dry_run)
     from slurm_hase.slurm import commands
 
     for o in outcomes:

@@ -18,7 +18,14 @@ from typing import Protocol
 from slurm_hase.daemon.act import apply_updates
 from slurm_hase.daemon.digest import job_digest, state_digest
 from slurm_hase.daemon.requeue import apply_requeues, plan_requeues
-from slurm_hase.daemon.safety import OwnedAttrs, plan_updates, record_intent, record_owned
+from slurm_hase.daemon.reset import plan_reset
+from slurm_hase.daemon.safety import (
+    OwnedAttrs,
+    plan_updates,
+    record_intent,
+    record_owned,
+    submitted_constraint,
+)
 from slurm_hase.daemon.state import (
     JobEstimate,
     RuntimeEstimator,
@@ -32,7 +39,7 @@ from slurm_hase.policy.common import NICE_MAX
 from slurm_hase.policy.types import Decision, Policy, RunningJob
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.backend import SlurmBackend
-from slurm_hase.slurm.types import Job, JobUpdate, Node
+from slurm_hase.slurm.types import Job, JobState, JobUpdate, Node
 
 __all__ = [
     "Clock", "CycleConfig", "CycleResult", "JobEstimate", "OwnedAttrs", "QuietWatch",
@@ -136,6 +143,9 @@ class CycleResult:
     pending: int = 0
     running: int = 0
     pending_ids: frozenset[str] = frozenset()  # every pending job observed (managed partitions)
+    # pending jobs outside the managed partitions that still carry what the daemon set: their
+    # put-back (_left_partitions) did not land this cycle; the caller keeps them as its own
+    left_ids: frozenset[str] = frozenset()
     unavailable: bool = False  # slurmctld went away while acting: the caller should back off
     requeued: list[str] = field(default_factory=list)  # running jobs requeued (rotation)
     quiet: bool = False  # nothing changed since the last deciding cycle: nothing was decided
@@ -163,17 +173,43 @@ class CycleResult:
 # ----------------------------------------------------------------------------- observe
 
 
-def observe(backend: SlurmBackend, config: CycleConfig) -> tuple[list[Job], list[Node]]:
-    """Jobs in managed partitions and the nodes of those partitions."""
+def observe(backend: SlurmBackend, config: CycleConfig) -> tuple[list[Job], list[Node], list[Job]]:
+    """Jobs in managed partitions, the nodes of those partitions, and the pending jobs outside
+    them (a job moved out, or partitions the config no longer names)."""
+    outside: list[Job] = []
     if config.partitions is None:
         jobs = list(backend.jobs())
     else:
-        jobs = [j for j in backend.jobs() if job_in_partitions(j, config.partitions)]
+        jobs = []
+        for job in backend.jobs():
+            if job_in_partitions(job, config.partitions):
+                jobs.append(job)
+            elif job.state is JobState.PENDING:
+                outside.append(job)
     nodes = backend.nodes()
     if config.partitions is not None:
         wanted = set(config.partitions)
         nodes = [n for n in nodes if wanted.intersection(n.partitions)]
-    return jobs, nodes
+    return jobs, nodes, outside
+
+
+def _left_partitions(outside: Sequence[Job], owned: Mapping[str, OwnedAttrs] | None
+                     ) -> tuple[list[tuple[str, JobUpdate]], list[Decision]]:
+    """Put back what the daemon set (as `hase schedd reset` does) on pending jobs outside the
+    managed partitions: their Nice would still order them, and their Features constrain them,
+    where the daemon no longer looks."""
+    updates: list[tuple[str, JobUpdate]] = []
+    reasons: list[Decision] = []
+    for job in outside if owned else ():
+        mine = owned.get(job.job_id) if owned else None
+        if mine is None:
+            continue
+        update = plan_reset(job.nice, job.features, mine, submitted_constraint(job.comment))
+        if not update.is_empty():
+            updates.append((job.job_id, update))
+            reasons.append(Decision(job.job_id, reason=f"left the managed partitions (now in "
+                                    f"{job.partition}): the daemon's Nice/Features put back"))
+    return updates, reasons
 
 
 # ----------------------------------------------------------------------------- act
@@ -204,7 +240,7 @@ def run_cycle(
     leaves the store knowing what may be in Slurm).
     """
     started = clock.now()
-    jobs, nodes = observe(backend, config)
+    jobs, nodes, outside = observe(backend, config)
     if (watch is not None and started - watch.decided_at < config.refresh_s
             and nodes == watch.nodes and _same_job_set(watch.jobs, jobs)):
         # the same jobs run as when the watch was set: the ledger counts their service as a
@@ -225,6 +261,10 @@ def run_cycle(
                            nice_min_delta=config.nice_min_delta, nice_limit=config.nice_limit,
                            nice_quantum=config.nice_quantum, nice_scale=config.nice_scale,
                            nice_zero=config.nice_zero, capacity=capacity, indexed=pending_jobs)
+    put_back, why = _left_partitions(outside, owned)
+    if put_back:
+        planned += put_back
+        decisions = [*decisions, *why]
 
     def digests() -> tuple[str, dict[str, str]]:
         by_id = {p.job_id: p for p in state.pending} if planned else {}
@@ -241,6 +281,9 @@ def run_cycle(
         _apply(backend, planned, result, owned, config, intend)
         if requeues and not result.unavailable:
             apply_requeues(backend, requeues, result, owned)
+    if put_back:
+        landed = {job_id for job_id, _ in result.applied}
+        result.left_ids = frozenset(j for j, _ in put_back if j not in landed)
     if watch is not None:
         # a cycle that could not do all it planned is not a baseline: the next one decides
         done = not (result.unavailable or result.errors)

@@ -184,8 +184,8 @@ class Daemon:
             self._save_usage(result.started)
         else:
             self._record(result, wall)
-        if result.unavailable:
-            return self._backoff("slurmctld went away while acting")
+        if result.unavailable:  # counted as an "unavailable" cycle already (observe_cycle)
+            return self._backoff("slurmctld went away while acting", counted=True)
         self._seed_late()
         if self.failures:
             log.info("slurm reachable again after %d failed cycles", self.failures)
@@ -193,12 +193,14 @@ class Daemon:
         self.metrics.set("hase_schedd_backoff_seconds", 0.0)
         return max(self.settings.interval_s - wall, 0.0)
 
-    def _backoff(self, why: str) -> float:
+    def _backoff(self, why: str, *, counted: bool = False) -> float:
+        """Wait longer after each failed cycle; `counted`: the cycle is in cycles_total already."""
         self.failures += 1
         delay = min(self.settings.backoff_s * 2.0 ** (self.failures - 1), self.settings.backoff_max_s)
         log.warning("slurm unavailable, backing off", extra={
             "reason": why, "failures": self.failures, "delay_s": delay})
-        self.metrics.inc("hase_schedd_cycles_total", outcome="error")
+        if not counted:
+            self.metrics.inc("hase_schedd_cycles_total", outcome="error")
         self.metrics.inc("hase_schedd_errors_total", kind="slurm")
         self.metrics.set("hase_schedd_backoff_seconds", delay)
         return delay
@@ -241,7 +243,7 @@ class Daemon:
         # a dry run beside the daemon (other partitions, say) forgets nothing of what the daemon
         # owns in the shared store
         gone = [] if self.config.dry_run else [
-            jid for jid in self.owned if jid not in result.pending_ids]
+            jid for jid in self.owned if jid not in result.pending_ids and jid not in result.left_ids]
         for jid in gone:
             del self.owned[jid]
         try:

@@ -11,8 +11,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from slurm_hase.daemon.cycle import OwnedAttrs, job_in_partitions
-from slurm_hase.daemon.safety import submitted_constraint
+from slurm_hase.daemon.safety import OwnedAttrs, submitted_constraint
 from slurm_hase.errors import JobNotFoundError, SlurmCommandError, SlurmUnavailableError
 from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.types import JobState, JobUpdate
@@ -42,10 +41,11 @@ def plan_reset(job_nice: int, job_features: str, mine: OwnedAttrs,
 
 
 def reset_decisions(backend: SlurmBackend, owned: Mapping[str, OwnedAttrs],
-                    partitions: tuple[str, ...] | None = None,
                     dry_run: bool = False) -> list[ResetOutcome]:
-    """Clear our attributes from every pending job in `owned`; SlurmUnavailableError propagates."""
-    jobs = {j.job_id: j for j in backend.jobs() if job_in_partitions(j, partitions)}
+    """Clear our attributes from every pending job in `owned`, in whatever partition it is now
+    (one moved out of the daemon's partitions still carries them); SlurmUnavailableError
+    propagates."""
+    jobs = {j.job_id: j for j in backend.jobs()}
     out: list[ResetOutcome] = []
     for job_id, mine in sorted(owned.items()):
         job = jobs.get(job_id)

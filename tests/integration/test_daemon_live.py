@@ -178,10 +178,38 @@ def test_fair_orders_accounts_by_usage_and_reset_undoes_it(
     prio = {j: int(rows[j][3]) for j in submitted}
     assert min(nice[j] for j in heavy) > max(nice[j] for j in light)
     assert max(prio[j] for j in heavy) < min(prio[j] for j in light)
-    out = reset_decisions(slurm_backend, owned, ("gpu",))
+    out = reset_decisions(slurm_backend, owned)
     assert {o.outcome for o in out} <= {"reset", "unchanged"}
     rows = squeue(slurm_runner, submitted)
     assert all(rows[j][2] == "0" and rows[j][1] == "" for j in owned)
+
+
+def test_job_moved_out_of_the_managed_partition_gets_its_attributes_back(
+        slurm_backend: CommandBackend, slurm_runner: SubprocessRunner,
+        submitted: list[str]) -> None:
+    """fair sets Nice and a type constraint on two gpu-partition jobs; one is then moved to
+    debug with scontrol. The next cycle puts back what it set there (Nice 0, no Features), as
+    reset would, and leaves the other job's alone."""
+    jobs = [submit(slurm_backend, submitted, f"hase-m{i}", "--gpus=1", "-A", "teama")
+            for i in range(2)]
+    cfg = replace(CFG, nice_scale=1100, nice_zero=NICE_MAX)
+    owned: dict[str, OwnedAttrs] = {}
+    fair = make_policy("fair")
+    res = run_cycle(slurm_backend, fair, Table(), WallClock(), UsageLedger(3600.0), {}, cfg,
+                    owned=owned)
+    assert res.errors == [] and set(jobs) <= set(owned)
+    before = squeue(slurm_runner, jobs)
+    assert all(before[j][1] and before[j][2] != "0" for j in jobs), before
+    slurm_runner.run(["scontrol", "update", f"jobid={jobs[0]}", "Partition=debug"]).check()
+    res = run_cycle(slurm_backend, fair, Table(), WallClock(), UsageLedger(3600.0), {}, cfg,
+                    owned=owned)
+    assert res.errors == [] and jobs[0] in {j for j, _ in res.applied}
+    assert jobs[0] not in res.left_ids and jobs[0] not in res.pending_ids
+    reason = {d.job_id: d.reason for d in res.decisions}[jobs[0]]
+    assert reason.startswith("left the managed partitions (now in debug)")
+    after = squeue(slurm_runner, jobs)
+    assert after[jobs[0]][1:3] == ["", "0"], after  # Features, Nice
+    assert after[jobs[1]][1] == before[jobs[1]][1] and after[jobs[1]][2] != "0"
 
 
 def short_backoff_daemon(backend: CommandBackend, store: StateStore,
@@ -278,7 +306,7 @@ def test_what_a_daemon_killed_mid_act_had_set_is_in_its_store_and_reset_undoes_i
     # it off again, so Slurm is left as before the daemon
     owned = {jid: OwnedAttrs(n, f) for jid, (n, f) in StateStore(tmp_path / "s.db").owned().items()}
     assert set(sent) <= set(owned)
-    out = reset_decisions(slurm_backend, owned, ("gpu",))
+    out = reset_decisions(slurm_backend, owned)
     assert {o.job_id for o in out if o.outcome == "reset"} == set(sent)
     rows = squeue(slurm_runner, jobs)
     assert all(rows[j][2] == "0" and rows[j][1] == "" for j in jobs), rows
@@ -387,7 +415,7 @@ def test_negative_nice_keeps_the_order_where_positive_nice_hits_slurms_floor(
                       UsageLedger(3600.0), {"teama": 1.0, "teamb": 1.0}, negative, owned=owned)
     assert again.errors == [] and not [s for s in again.skipped if "set by the user" in s[1]]
     # and reset puts Nice 0 back on every job it set
-    out = reset_decisions(slurm_backend, owned, ("gpu",))
+    out = reset_decisions(slurm_backend, owned)
     assert {o.outcome for o in out} == {"reset"}
     rows = squeue(slurm_runner, jobs)
     assert all(rows[j][2] == "0" and rows[j][1] == "" for j in jobs), rows
@@ -405,7 +433,7 @@ def test_reset_puts_back_the_constraint_hsbatch_added(
     jid = submit(slurm_backend, submitted, "hase-r", "--gpus=1", "--constraint=a100|v100",
                  f"--comment={comment}")
     slurm_backend.update_job(jid, JobUpdate(nice=-500, features="a100"))
-    out = reset_decisions(slurm_backend, {jid: OwnedAttrs(-500, "a100")}, ("gpu",))
+    out = reset_decisions(slurm_backend, {jid: OwnedAttrs(-500, "a100")})
     assert [o.outcome for o in out] == ["reset"]
     job = slurm_backend.job(jid)
     assert (job.features, job.nice) == ("a100|v100", 0)

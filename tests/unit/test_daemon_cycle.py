@@ -87,11 +87,12 @@ def run(backend: FakeBackend, policy: Scripted, *, dry_run: bool = False,
 def test_observe_filters_partitions() -> None:
     fb = FakeBackend([pjob("1"), pjob("2", partition="other"), pjob("3", partition="gpu,other")],
                      NODES)
-    jobs, nodes = observe(fb, CycleConfig(partitions=("gpu",)))
+    jobs, nodes, outside = observe(fb, CycleConfig(partitions=("gpu",)))
     assert [j.job_id for j in jobs] == ["1"]
+    assert [j.job_id for j in outside] == ["2", "3"]  # pending, not (only) in managed ones
     assert sorted(n.name for n in nodes) == ["a1", "t1", "v1"]
-    jobs, _ = observe(fb, CycleConfig())
-    assert len(jobs) == 3
+    jobs, _, outside = observe(fb, CycleConfig())
+    assert len(jobs) == 3 and outside == []
 
 
 def test_build_state_pools_pending_running() -> None:

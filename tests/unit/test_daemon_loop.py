@@ -154,6 +154,56 @@ def test_backs_off_while_slurmctld_is_down_then_resumes(
     assert d.metrics.get("hase_schedd_backoff_seconds") == 0
 
 
+def test_cycle_that_loses_slurmctld_while_acting_is_counted_once(tmp_path: Path) -> None:
+    """cycles_total counts cycles run, by outcome: one that observed and then lost slurmctld
+    while sending its updates is one "unavailable" cycle, not also an "error" one."""
+    fb = FakeBackend([pjob("1")], [gpu_node("a1", "a100")])
+    d, _ = make(tmp_path, fb)
+
+    def gone(job_id: str) -> None:
+        fb.unavailable = True
+
+    fb.before_update = gone
+    assert d.step() == 2 and d.failures == 1  # backs off
+    assert d.metrics.get("hase_schedd_cycles_total", outcome="unavailable") == 1
+    assert d.metrics.get("hase_schedd_cycles_total", outcome="error") == 0
+    assert d.metrics.get("hase_schedd_errors_total", kind="slurm") == 1
+    d.step()  # slurmctld still away: observing fails, an "error" cycle
+    assert d.metrics.get("hase_schedd_cycles_total", outcome="error") == 1
+
+
+def test_job_that_left_the_managed_partitions_gets_its_attributes_back(tmp_path: Path) -> None:
+    """The daemon manages partition gpu. Job 2 got our Nice and Features there and was then
+    moved to debug (or the config dropped its partition): the daemon puts them back as reset
+    would, instead of forgetting a Nice that still orders it where the daemon no longer looks.
+    A put-back that does not land is kept and tried again."""
+    moved = Job(job_id="2", name="j", user="u", account="a", partition="debug",
+                state=JobState.PENDING, gpu=GpuRequest(1, None, "job"), nice=40, features="a100")
+    other = Job(job_id="3", name="j", user="u", account="a", partition="debug",
+                state=JobState.PENDING, gpu=GpuRequest(1, None, "job"), nice=7)  # never ours
+    fb = FakeBackend([pjob("1"), moved, other], [gpu_node("a1", "a100")])
+    store = StateStore(tmp_path / "s.db")
+    store.save_owned({"2": (40, "a100")})
+    config = CycleConfig(partitions=("gpu",))
+    settings = LoopSettings(interval_s=30, backoff_s=2, backoff_max_s=10, half_life_s=60)
+    d = Daemon(fb, NiceEverything(), Est(), Clock(), store, config, settings, shares={"a": 1.0})
+
+    def lose_slurmctld(job_id: str) -> None:
+        if job_id == "2":
+            fb.unavailable = True
+
+    fb.before_update = lose_slurmctld
+    d.step()
+    assert [j for j, _ in fb.updates] == ["1"] and "2" in d.owned and "2" in store.owned()
+    fb.before_update, fb.unavailable = None, False
+    d.step()
+    assert fb.updates[-1] == ("2", JobUpdate(nice=0, features=""))
+    assert "2" not in d.owned and set(store.owned()) == {"1"}
+    assert "3" not in [j for j, _ in fb.updates]
+    row = [r for r in store.decisions() if r["job_id"] == "2"][-1]
+    assert row["outcome"] == "applied" and "left the managed partitions (now in debug)" in row["reason"]
+
+
 def test_run_loop_sleeps_and_stops(tmp_path: Path) -> None:
     fb = FakeBackend([pjob("1")], [gpu_node("a1", "a100")])
     d, store = make(tmp_path, fb, refresh_s=0.0)  # every cycle decides and is recorded

@@ -16,7 +16,7 @@ from slurm_hase.daemon.config import DaemonConfig
 from slurm_hase.daemon.fake import FakeBackend
 from slurm_hase.daemon.unit import render_unit
 from slurm_hase.errors import ConfigError, SlurmError, StoreError
-from slurm_hase.slurm.types import Job, JobState
+from slurm_hase.slurm.types import Job, JobState, JobUpdate
 from slurm_hase.store.state import CycleRow, StateStore
 from tests.conftest import run_main as _main
 
@@ -142,6 +142,28 @@ def test_reset_dry_run_on_an_existing_store(tmp_path: Path, monkeypatch: pytest.
     st = StateStore(db)
     assert "9" in st.owned()  # a dry run forgets nothing
     st.close()
+
+
+def test_reset_reaches_a_job_moved_out_of_the_managed_partitions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon manages partition gpu; job 9 got our Nice and Features there and was then
+    moved to debug. It still carries them: reset puts them back (it was dropped as 'gone')."""
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    monkeypatch.delenv("HASE_SCHEDD_CONFIG", raising=False)
+    db = tmp_path / "s.db"
+    st = StateStore(db)
+    st.record_cycle(CycleRow(5.0, 0.2, "hase", False, "d", 3, 1, 2, 2, 0, 0), [], {"9": (-50, "a100")})
+    st.close()
+    config = tmp_path / "schedd.toml"
+    config.write_text(f'[schedd]\nstate_db = "{db}"\npartitions = ["gpu"]\n')
+    job = Job(job_id="9", name="j", user="u", account="a", partition="debug",
+              state=JobState.PENDING, nice=-50, features="a100")
+    backend = FakeBackend([job])
+    monkeypatch.setattr(schedd_cmd, "_backend", lambda: backend)
+    out = CliRunner().invoke(cli, ["schedd", "reset", "--config", str(config)])
+    assert out.exit_code == 0, out.output
+    assert backend.updates == [("9", JobUpdate(nice=0, features=""))]
+    assert out.output.endswith("1 jobs, 0 errors\n")
 
 
 def test_status_missing_store_uses_hase_error_prefix(tmp_path: Path,
