@@ -16,7 +16,12 @@ import click
 
 from slurm_hase.cli.slurm_env import check_slurm_conf
 from slurm_hase.errors import SlurmError
-from slurm_hase.reports.fairness import FairnessReport, fairness_report, only_accounts
+from slurm_hase.reports.fairness import (
+    FairnessReport,
+    fairness_report,
+    node_gpu_types,
+    only_accounts,
+)
 from slurm_hase.reports.format import fairness_table, usage_table
 from slurm_hase.reports.queue import with_queue
 from slurm_hase.reports.weights import (
@@ -64,11 +69,12 @@ def _live(since: str, until: str) -> Inputs:
     records = backend.accounting(since=since, until=until)
     try:
         shares: dict[str, float] | None = dict(backend.account_shares())
-    except SlurmError:
+    except SlurmError as exc:
+        click.echo(f"hase: warning: sacctmgr failed ({exc}); no entitlements: ratios are left "
+                   "out and Jain's index is over normalised GPU-hours", err=True)
         shares = None
     try:
-        node_types = {n.name: next(iter(n.gpus)) for n in backend.nodes()
-                      if len([t for t in n.gpus if t]) == 1}
+        node_types = node_gpu_types(backend.nodes())
     except SlurmError:
         node_types = {}
     try:

@@ -17,7 +17,7 @@ from typing import Any
 
 from slurm_hase.errors import ConfigError
 from slurm_hase.slurm.tres import mps_from_tres
-from slurm_hase.slurm.types import AccountingRecord, JobState
+from slurm_hase.slurm.types import AccountingRecord, JobState, Node
 
 UNTYPED = "untyped"  # GPUs allocated without a type
 MPS_UNKNOWN = "mps"  # MPS share on a node whose GPU type is unknown
@@ -60,6 +60,17 @@ def run_seconds(rec: AccountingRecord, window: tuple[int, int] | None = None) ->
     end = rec.end_time if rec.end_time is not None else rec.start_time + max(rec.elapsed_s, 0)
     lo, hi = max(rec.start_time, window[0]), min(end, window[1])
     return float(max(hi - lo, 0))
+
+
+def node_gpu_types(nodes: Iterable[Node]) -> dict[str, str]:
+    """Node -> its GPU type, for nodes with exactly one typed GPU GRES (an untyped `gpu:N`
+    beside it is not a second type)."""
+    out: dict[str, str] = {}
+    for node in nodes:
+        typed = [t for t in node.gpus if t]
+        if len(typed) == 1:
+            out[node.name] = typed[0]
+    return out
 
 
 def guess_node_types(records: Iterable[AccountingRecord]) -> dict[str, str]:

@@ -127,6 +127,41 @@ def test_known_accounts_without_shares(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "--account nope is not an account Slurm knows" in res.stderr
 
 
+def test_sacctmgr_failing_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Live, a failed sacctmgr leaves the report without entitlements: a warning says so
+    instead of Jain's index switching basis unannounced."""
+    monkeypatch.setattr(report_cmd, "_backend", lambda: NoShares(PARENT_ASSOC, PARENT_ACCOUNTS))
+    res = CliRunner().invoke(cli, ["report", "fairness", "--since", "1970-01-01", "--weights",
+                                   "none", "--json"])
+    assert res.exit_code == 0, res.output
+    assert res.stderr.startswith("hase: warning: sacctmgr failed (")
+    assert "no entitlements" in res.stderr
+    data = json.loads(res.stdout)
+    assert data["jain_basis"] == "normalised GPU-hours"
+    assert [a["ratio"] for a in data["accounts"]] == [None]
+
+
+class MixedGres(Backend):
+    """A node with an untyped `gpu:2` beside `gpu:a100:2`, where an MPS share ran."""
+
+    def nodes(self) -> list[Node]:
+        return [Node("mix-1", "IDLE", gpus={"": 2, "a100": 2})]
+
+    def accounting(self, *, since: str, until: str) -> list[AccountingRecord]:
+        return [AccountingRecord("2", "j", "teama", "alice", JobState.COMPLETED, submit_time=0,
+                                 start_time=0, end_time=3600, elapsed_s=3600,
+                                 alloc_tres={"gres/mps": "50"}, nodes="mix-1")]
+
+
+def test_node_type_is_the_typed_gres_beside_an_untyped_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(report_cmd, "_backend", lambda: MixedGres(PARENT_ASSOC, PARENT_ACCOUNTS))
+    res = CliRunner().invoke(cli, ["report", "usage", "--since", "1970-01-01", "--weights",
+                                   "none", "--json"])
+    assert res.exit_code == 0, res.output
+    [teama] = json.loads(res.stdout)["accounts"]
+    assert teama["gpu_hours"] == {"a100": 0.5}
+
+
 # --- finding 4: --account limits the rows, not the whole the rows are measured against ---------
 
 @pytest.fixture()

@@ -118,7 +118,8 @@ def test_live_mode_uses_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     assert res.exit_code == 0, res.output
     # sacct is asked for the very window the report clips to, spelt out to the second
     [(since, until)] = backend.calls
-    data = json.loads(res.output)
+    data = json.loads(res.stdout)
+    assert res.stderr.startswith("hase: warning: sacctmgr failed")  # this fake's sacctmgr fails
     assert since == "2026-01-01T00:00:00" and data["window"][0] == 1767225600
     assert until == datetime.fromtimestamp(data["window"][1], UTC).strftime("%Y-%m-%dT%H:%M:%S")
     assert data["accounts"][0]["gpu_hours"] == {"t4": 0.0}  # clipped: the job ran in 1970
