@@ -268,10 +268,13 @@ class Daemon:
             log.error("state store write failed: %s", exc)
 
     def _save_usage(self, now: float) -> None:
-        if self.config.dry_run:  # the ledger is the daemon's: a look beside it keeps its own
-            return
+        """Write the usage ledger (a dry run's is its own: never written) and, with it or
+        alone, the writes kept after a lock."""
         try:
-            self.store.save_usage(self.ledger.to_dict(), now)
+            if self.config.dry_run:
+                self.store.flush()
+            else:
+                self.store.save_usage(self.ledger.to_dict(), now)
         except StoreError as exc:
             self.metrics.inc("hase_schedd_errors_total", kind="store")
             log.error("state store write failed: %s", exc)

@@ -214,16 +214,26 @@ def test_run_loop_sleeps_and_stops(tmp_path: Path) -> None:
     assert len(store.cycles()) == 3
 
 
-def test_store_locked_during_cycle_keeps_the_record(tmp_path: Path) -> None:
+@pytest.mark.parametrize("dry", [False, True])
+def test_store_locked_during_cycle_keeps_the_record(tmp_path: Path, dry: bool) -> None:
+    """The cycle's record waits in the backlog while the store is locked; the next cycle, a
+    quiet one too, writes it (a dry run's as well, though it writes no usage ledger)."""
     import sqlite3
 
     fb = FakeBackend([pjob("1")], [gpu_node("a1", "a100")])
     store = StateStore(tmp_path / "s.db", lock_timeout_s=0.01, attempts=2, sleep=lambda s: None)
-    d = Daemon(fb, NiceEverything(), Est(), Clock(), store, CycleConfig(), LoopSettings())
+    d = Daemon(fb, NiceEverything(), Est(), Clock(), store, CycleConfig(dry_run=dry),
+               LoopSettings())
     other = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
     other.execute("BEGIN EXCLUSIVE")
-    d.step()  # cycle applied; its record waits in the backlog
-    assert fb.updates and store.backlog
+    d.step()  # cycle applied (or planned); its record waits in the backlog
+    assert store.backlog and bool(fb.updates) is not dry
+    if dry:
+        other.execute("ROLLBACK")
+        d.step()
+        assert d.last_result is not None and d.last_result.quiet
+        assert store.backlog == [] and len(store.cycles()) == 1 and store.latest_usage() is None
+        return
     assert d.metrics.get("hase_schedd_errors_total", kind="store") >= 1
     other.execute("ROLLBACK")
     d.step()  # nothing changed: a quiet cycle, which still writes what was kept
