@@ -294,7 +294,13 @@ def _additions(
         io.err.write(f"{WARN}{impossible}; submitting it as asked\n")
     if constraint and attach:
         marked = _marked(desc, constraint)
-        comment = marked if marked is not None else comment
+        if marked is None:  # unrecorded, the daemon would take it for the user's own for good
+            io.err.write(f"{WARN}the description leaves no room in the comment to record the "
+                         f"GPU-type constraint ({constraint}), so none is added (the scheduler "
+                         "daemon chooses the type)\n")
+            constraint = None
+        else:
+            comment = marked
     extra = ([f"--comment={comment}"] if attach else []) + head
     if constraint:
         extra.append(f"--constraint={constraint}")
@@ -408,11 +414,13 @@ def _unknown(gpu_type: str) -> float | None:
 
 
 def _why(exc: BaseException) -> str:
+    """Why hsbatch goes on without a prediction, on one line (scontrol's stderr has several)."""
+    said = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
     if isinstance(exc, SlurmError):
-        return f"cannot read GPU types from Slurm ({exc})"
+        return f"cannot read GPU types from Slurm ({said})"
     if isinstance(exc, ImportError):
-        return f"predictor unavailable ({exc})"
-    return f"predictor failed ({type(exc).__name__}: {exc})"
+        return f"predictor unavailable ({said})"
+    return f"predictor failed ({type(exc).__name__}: {said})"
 
 
 def _sbatch(deps: Deps, args: Sequence[str], stdin: str | None, io: Io,

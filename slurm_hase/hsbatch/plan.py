@@ -169,7 +169,7 @@ def speed_slack(env: Mapping[str, str]) -> tuple[float, str | None]:
         value = float(raw)
     except ValueError:
         value = math.nan
-    if 0.0 <= value < 1e6:
+    if 0.0 <= value <= 1e6:
         return value, None
     return DEFAULT_SPEED_SLACK, (f"HASE_SPEED_SLACK={raw!r} is not a number from 0 to 1e6; "
                                  f"using the default {DEFAULT_SPEED_SLACK}")

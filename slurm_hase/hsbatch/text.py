@@ -59,8 +59,10 @@ def explain_table(
 ) -> str:
     """The per-type prediction table shown by ``--hase-explain``."""
     head = ("GPU type", "GPUs", "mem GB", "iter p50", "iter p90", "run p50", "run p90",
-            "fits", "in time", "fast", "chosen")
-    chosen = set(constraint.split("|")) if constraint else {r.gpu_type for r in rows if r.candidate}
+            "fits", "in time", "fast", "candidate")
+    # passes every test (the constraint, when one is added, is these types; the line below it
+    # says whether one was)
+    chosen = {r.gpu_type for r in rows if r.candidate}
     body = [
         (r.gpu_type, str(r.gpus), "-" if r.memory_gb is None else f"{r.memory_gb:g}",
          _secs(r.iter_p50_s), _secs(r.iter_p90_s), _secs(r.runtime_p50_s),
