@@ -256,7 +256,7 @@ def _additions(
     test_only = sc.has("test-only")
     constrain = plan.may_constrain(req, test_only=test_only, het=sc.het or header.het,
                                    enabled=not hopts.no_constraint,
-                                   pbs=header.pbs and not sc.has("ignore-pbs"))
+                                   pbs=header.pbs and not req.ignore_pbs)
     attach = not test_only and req.comment is None
     head: list[str] = []
     if not test_only:

@@ -41,6 +41,9 @@ class Request(NamedTuple):
     requeue: bool | None = None  # --requeue / --no-requeue as sbatch will see it (None = unset)
     gpus: int | None = None  # GPUs the job asks for in all, where that is plain (gpu_count)
     held: bool = False  # submitted held (--hold / -H): sbatch then checks no node configuration
+    # sbatch ignores the script's #PBS lines: --ignore-pbs on the command line or in an #SBATCH
+    # line, or SBATCH_IGNORE_PBS set to anything but "" (checked on Slurm 22.05)
+    ignore_pbs: bool = False
 
     @property
     def wants_gpus(self) -> bool:
@@ -94,6 +97,8 @@ def build_request(
         requeue=requeue_choice(cli, env, script),
         gpus=gpu_count(cli, env, script),
         held=effective("hold", cli, env, script) is not None,
+        ignore_pbs=(cli.has("ignore-pbs") or script.has("ignore-pbs")
+                    or bool(env.get("SBATCH_IGNORE_PBS"))),
     )
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from slurm_hase.errors import SlurmCommandError
 from slurm_hase.hsbatch.plan import speed_slack
 from slurm_hase.hsbatch.text import explain_table
@@ -91,3 +93,18 @@ def test_explain_marks_candidates_whether_or_not_a_constraint_is_added(tmp_path:
         assert marked == ["a100"], table
         assert f"hsbatch: constraint added: {added}" in r.err
     assert explain_table([], None, None, []).count("candidate") == 1
+
+
+@pytest.mark.parametrize(("how", "env", "header"), [
+    ("none", {}, ""), ("command line", {}, ""), ("env", {"SBATCH_IGNORE_PBS": "0"}, ""),
+    ("empty env", {"SBATCH_IGNORE_PBS": ""}, ""), ("#SBATCH", {}, "#SBATCH --ignore-pbs\n")])
+def test_pbs_lines_count_unless_sbatch_ignores_them(tmp_path: Path, how: str,
+                                                   env: dict[str, str], header: str) -> None:
+    """sbatch (22.05, checked by hand on the local cluster) ignores #PBS lines with
+    --ignore-pbs on the command line or in an #SBATCH line, or SBATCH_IGNORE_PBS set to any
+    non-empty value (0 too); then hsbatch may constrain the job as usual."""
+    s = script(tmp_path, header + "#PBS -N pbsname\n#SBATCH --gres=gpu:1\n#HASE model=resnet50\n")
+    r = hsbatch([*(["--ignore-pbs"] if how == "command line" else []), s], env=env)
+    (argv, _), = r.calls
+    constrained = any(a.startswith("--constraint=") for a in argv)
+    assert constrained is (how in ("command line", "env", "#SBATCH")), (how, argv)
