@@ -110,6 +110,9 @@ def test_safety_refusals_are_reported_and_nothing_is_requeued() -> None:
     why = dict(res.skipped)
     assert "not opted in" in why["1"] and "ran less than 600 s" in why["2"]
     assert "not running" in why["9"]
+    twice = cycle(FakeBackend([running("3")], nodes()),
+                  [Decision("3", requeue=True), Decision("3", requeue=True)])
+    assert twice.requeued == ["3"] and twice.skipped == [("3", "requeue refused: asked twice")]
     off = cycle(fb, [Decision("3", requeue=True)], on=False)
     assert fb.requeued == [] and "requeue is off" in dict(off.skipped)["3"]
     dry = cycle(fb, [Decision("3", requeue=True)], dry=True)

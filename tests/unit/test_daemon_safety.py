@@ -67,6 +67,11 @@ def test_user_constraint_left_alone_with_and_without_store() -> None:
     # without a store, complex constraints are never ours
     out, _ = plan([Decision("1", gpu_types=("a100",))], [job(features="v100&ib")])
     assert out == []
+    # without a store, a plain list is ours only when every name is a GPU type the nodes offer
+    out, notes = plan([Decision("1", gpu_types=("a100",))], [job(features="v100|ib")])
+    assert out == [] and "user constraint 'v100|ib'" in notes[0][1]
+    out, _ = plan([Decision("1", gpu_types=("a100",))], [job(features="t4|v100")])
+    assert out == [("1", JobUpdate(features="a100"))]
 
 
 def test_user_nice_left_alone() -> None:

@@ -330,7 +330,8 @@ def test_checkpoint_makes_the_job_requeueable(tmp_path: Path, extra: list[str],
 
 
 @pytest.mark.parametrize(("slack", "want"), [("", "a100"), ("2", "a100|v100"), ("9", None),
-                                             ("0", None), ("bogus", "a100"), ("-1", "a100")])
+                                             ("0", None), ("bogus", "a100"), ("-1", "a100"),
+                                             ("1e7", "a100"), ("inf", "a100")])
 def test_speed_slack_narrows_and_marks_the_constraint(tmp_path: Path, slack: str,
                                                       want: str | None) -> None:
     # a100 0.1 s, v100 0.3 s, t4 1.0 s per iteration; no time limit: only speed can narrow
@@ -344,7 +345,8 @@ def test_speed_slack_narrows_and_marks_the_constraint(tmp_path: Path, slack: str
                None)
     assert got == want
     assert desc.auto_types == (tuple(want.split("|")) if want else ())
-    assert ("HASE_SPEED_SLACK=" in r.err) == (slack in ("bogus", "-1"))  # a bad value is warned
+    bad = slack in ("bogus", "-1", "1e7", "inf")
+    assert ("HASE_SPEED_SLACK=" in r.err) == bad  # a bad value is warned
 
 
 def test_no_speed_narrowing_when_the_description_cannot_be_attached(tmp_path: Path) -> None:

@@ -92,6 +92,9 @@ def test_mps_share_counts_as_fraction_on_node_type() -> None:
     assert job_gpus(records[1], {"gpu-7": "a100"}) == {"a100": 0.25}
     assert job_gpus(records[2], {}) == {"mps": 0.5}
     assert job_gpus(records[2], {}, mps_per_gpu=200) == {"mps": 0.25}
+    # whole GPUs and an MPS share in one job: the GPUs already cover the share
+    both = rec("4", "a", "u", {"a100": 1}, 3600, mps=50, node="gpu-7")
+    assert job_gpus(both, {"gpu-7": "a100"}) == {"a100": 1.0}
     rep = fairness_report(records)
     assert rep.accounts[0].gpu_hours == {"a100": pytest.approx(60 / 3600 + 0.25), "mps": 0.5}
 

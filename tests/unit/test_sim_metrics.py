@@ -36,6 +36,8 @@ def test_isolated_runtime_uses_fast_types_first() -> None:
     assert isolated_runtime(rt, 1, 1.0, cap) == pytest.approx(100.0)
     # N=40: 1/4 of a GPU's time on v100 and 1/4 on k80 -> rate 0.25/100 + 0.25/400
     assert isolated_runtime(rt, 1, 40.0, cap) == pytest.approx(1 / (0.25 / 100 + 0.25 / 400))
+    # N=15: 2/3 of a GPU's time on v100, and only the 1/3 left to a whole GPU on k80
+    assert isolated_runtime(rt, 1, 15.0, cap) == pytest.approx(1 / ((2 / 3) / 100 + (1 / 3) / 400))
 
 
 def test_jain_over_time_counts_only_contended_samples() -> None:
@@ -47,6 +49,9 @@ def test_jain_over_time_counts_only_contended_samples() -> None:
     contended = jain_over_time([unfair], 8.0, shares)
     assert contended == pytest.approx(jain([4.0 / 4.0, 1.0 / 4.0]))
     assert jain_over_time([unfair, calm, calm, calm], 8.0, shares) == pytest.approx(contended)
+    # something pends but only a has jobs: one account alone is not judged (Jain would be 1)
+    alone = Sample(1200.0, 1, 1, {}, {"a": (4.0, 8.0), "b": (0.0, 0.0)})
+    assert jain_over_time([unfair, alone], 8.0, shares) == pytest.approx(contended)
     assert jain_over_time([calm], 8.0, shares) is None  # no contended sample: nothing to judge
     assert jain_over_windows([calm], 8.0, shares) is None
 
@@ -66,6 +71,10 @@ def test_jain_over_windows_evens_out_turns_within_a_day_not_across_days() -> Non
     calm = Sample(1200.0, 0, 1, {}, {"a": (8.0, 8.0), "b": (0.0, 0.0)})
     assert jain_over_windows([a_turn, b_turn, calm], 8.0, shares) == pytest.approx(1.0)
     assert jain_over_windows([calm], 8.0, shares) is None  # never contended: n/a
+    # service is judged against entitlement: with shares 3:1, a holding 6 and b 2 is fair
+    weighted = Sample(0.0, 1, 2, {}, {"a": (6.0, 8.0), "b": (2.0, 8.0)})
+    assert jain_over_windows([weighted], 8.0, {"a": 3.0, "b": 1.0}) == pytest.approx(1.0)
+    assert jain_over_windows([weighted], 8.0, shares) == pytest.approx(jain([6.0 / 4, 2.0 / 4]))
 
 
 def _done(idx: int, account: str, gpus: int, submit: float, start: float, end: float,

@@ -62,6 +62,8 @@ def test_node_gres_counts() -> None:
     assert node_gres_counts("gpu:a100:4,mps:a100:400") == ({"a100": 4}, 400)
     assert node_gres_counts("gpu:a100:2(S:0),gpu:t4:2(S:1)") == ({"a100": 2, "t4": 2}, 0)
     assert node_gres_counts("gpu:4") == ({"": 4}, 0)
+    # one type on both sockets: the entries add up
+    assert node_gres_counts("gpu:a100:2(S:0),gpu:a100:2(S:1)") == ({"a100": 4}, 0)
 
 
 def test_tres_list_and_gpu_counts() -> None:
@@ -72,6 +74,8 @@ def test_tres_list_and_gpu_counts() -> None:
     assert gpus_from_tres("billing=1,cpu=1,gres/mps=50,node=1") == {}
     assert mps_from_tres("cpu=2,gres/gpu=1,gres/gpu:a100=1,gres/mps=50") == 50
     assert gpus_from_tres(None) == {} and parse_tres_list("") == {}
+    assert gpus_from_tres("cpu=1,gres:gpu=2,gres:gpu:t4=2") == {"t4": 2}  # the old prefix
+    assert gpus_from_tres("cpu=1,gres/gpu=1,gres/gpu:a100=0,gres/gpu:t4=1") == {"t4": 1}
     with pytest.raises(SlurmParseError):
         parse_tres_list("cpu=1,gres/gpu")
     with pytest.raises(SlurmParseError):
