@@ -9,6 +9,7 @@ from slurm_hase.sim.compare import account_comparison, account_table
 from slurm_hase.sim.engine import Sample, SimResult
 from slurm_hase.sim.metrics import (
     account_metrics,
+    compute,
     isolated_runtime,
     jain,
     jain_over_time,
@@ -109,6 +110,26 @@ def test_account_metrics_per_account_jct_wait_gpu_hours_and_level() -> None:
     assert by["a"]["mean_level"] == pytest.approx(4.0 / 4.0)
     assert by["b"]["mean_level"] == pytest.approx(1.0 / 4.0)
     assert account_metrics(_result(jobs, [calm]))["a"]["mean_level"] is None
+
+
+def test_compute_counts_requeued_runs_and_rho_of_exactly_one() -> None:
+    """Two 1-GPU jobs of 100 s on 2 V100s, both in the system throughout. Job 0 ran at once:
+    JCT 100 = its isolated runtime, rho exactly 1 (not > 1). Job 1 ran 50 s, was requeued, waited
+    30 s and ran its last 70 s: JCT 150, wait 30 (its first run is not waiting), rho 1.5, and
+    its first run's 50 GPU-seconds count in the V100s' utilisation."""
+    first = _done(0, "a", 1, 0.0, 0.0, 100.0)
+    requeued = _done(1, "b", 1, 0.0, 80.0, 150.0, run_before=50.0)
+    requeued.runtime = {"v100": 100.0}
+    requeued.earlier_gpu_s, requeued.restarts = {"v100": 50.0}, 1
+    samples = [Sample(0.0, 0, 2, {}, {}), Sample(150.0, 0, 0, {}, {})]
+    res = SimResult(jobs=[first, requeued], samples=samples, gpus_by_type={"v100": 2},
+                    shares={"a": 1.0, "b": 1.0}, cycles=0, updates=0, wall_s=0.0)
+    m = compute(res)
+    assert m["avg_jct_s"] == pytest.approx(125.0) and m["makespan_s"] == pytest.approx(150.0)
+    assert m["avg_wait_s"] == pytest.approx(15.0)
+    assert m["rho_max"] == pytest.approx(1.5) and m["rho_gt1_share"] == pytest.approx(0.5)
+    assert m["util_by_type"]["v100"] == pytest.approx((100.0 + 70.0 + 50.0) / (2 * 150.0))
+    assert m["requeues"] == 1
 
 
 def test_account_comparison_additions_sum_to_the_change_of_the_average() -> None:
