@@ -153,6 +153,33 @@ def test_job_gone_or_controller_down_mid_requeue() -> None:
     assert res2.unavailable and res2.requeued == [] and len(res2.errors) == 1
 
 
+def test_requeue_refused_by_slurm_and_updates_after_a_requeue_that_fail() -> None:
+    """Slurm refuses job 1's requeue: an error, and job 2 is still requeued. Job 2's Nice after
+    its requeue is refused: the requeue stands, the update is skipped with why. Job 3's update
+    finds slurmctld gone: unavailable, and job 4 is not tried."""
+    fb = FakeBackend([running("1"), running("2"), running("3"), running("4")],
+                     [*nodes(), gpu_node("a1", "a100")])
+    orig = fb.requeue
+
+    def requeue(job_id: str) -> None:
+        if job_id == "1":
+            raise SlurmCommandError(["scontrol", "requeue", "1"], 1,
+                                    "Requested operation is presently disabled")
+        orig(job_id)
+
+    fb.requeue = requeue  # type: ignore[method-assign]
+    fb.fail_updates = {
+        "2": SlurmCommandError(["scontrol", "update"], 1, "Access/permission denied"),
+        "3": SlurmUnavailableError(["scontrol", "update"], 1, "Unable to contact slurm controller"),
+    }
+    res = cycle(fb, [Decision(j, requeue=True, nice=40) for j in ("1", "2", "3", "4")],
+                requeue_max=8)
+    assert [j for j, _ in res.errors] == ["1", "3"] and "presently disabled" in dict(res.errors)["1"]
+    assert res.requeued == ["2", "3"] and fb.requeued == ["2", "3"]
+    assert dict(res.skipped)["2"].startswith("update after requeue: ")
+    assert res.unavailable and res.applied == []
+
+
 def test_job_that_ended_since_observed_is_not_requeued() -> None:
     # scontrol requeue brings a job that finished or was cancelled back to PENDING (seen on
     # 22.05 and 24.11; the fake does the same): one that ends while the cycle decides stays ended

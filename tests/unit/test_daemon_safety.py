@@ -170,3 +170,15 @@ def test_indexed_jobs_give_the_same_plan_and_notes_as_the_list() -> None:
     assert out == plain == [("1", JobUpdate(nice=20, features="a100"))]
     # a running job (not in the index) is still found in `jobs`; an unknown id is still unknown
     assert notes == plain_notes and [n[0] for n in notes] == ["2", "9"]
+
+
+def test_cpu_job_keeps_its_constraint_and_a_type_listed_twice_counts_once() -> None:
+    """A job without a GPU request gets no GPU-type constraint (a Nice may still change); a
+    decision naming a type twice (any case) gives it once in the Features."""
+    cpu = Job(job_id="9", name="j", user="u", account="a", partition="gpu",
+              state=JobState.PENDING, features="bigmem")
+    out, notes = plan([Decision("9", nice=5, gpu_types=("a100",))], [cpu])
+    assert out == [("9", JobUpdate(nice=5))]
+    assert ("9", "no GPU request; constraint left alone") in notes
+    out, _ = plan([Decision("1", gpu_types=("a100", "A100", "v100"))], [job()])
+    assert out == [("1", JobUpdate(features="a100|v100"))]

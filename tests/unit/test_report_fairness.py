@@ -84,6 +84,17 @@ def test_account_without_shares_entry_is_left_out_of_jain() -> None:
     assert rep.jain_index == pytest.approx(1.0)  # only "a" counts
 
 
+def test_node_types_are_guessed_only_from_single_node_single_type_jobs() -> None:
+    """A job over several nodes (a list or a range) says nothing about one node, and a node
+    seen with two types is left unguessed (its MPS shares stay untyped)."""
+    records = [rec("1", "a", "u", {"a100": 2}, 60, node="gpu-[1-2]"),
+               rec("2", "a", "u", {"a100": 2}, 60, node="gpu-3,gpu-4"),
+               rec("3", "a", "u", {"v100": 1}, 60, node="mix-1"),
+               rec("4", "a", "u", {"t4": 1}, 60, node="mix-1"),
+               rec("5", "a", "u", {"t4": 1}, 60, node="t4-1")]
+    assert guess_node_types(records) == {"t4-1": "t4"}
+
+
 def test_mps_share_counts_as_fraction_on_node_type() -> None:
     records = [rec("1", "a", "u", {"a100": 1}, 60, node="gpu-7"),
                rec("2", "a", "u", {}, 3600, mps=25, node="gpu-7"),

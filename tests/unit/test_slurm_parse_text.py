@@ -134,3 +134,21 @@ def test_sacct_text_with_unit_separator(fixtures_dir: Path) -> None:
     assert parse_sacct_parsable("\n".join(fixed) + "\n", delimiter="\x1f") == \
         parse_sacct_parsable(raw)
     assert parse_sacct_parsable("") == []
+
+
+def test_node_reads_active_features_and_untyped_alloc_tres(fixtures_dir: Path) -> None:
+    """The captured a100-1 line, edited as other sites print it: node features that are not
+    all active (a rebootable node: Active wins), and accounting that tracks only gres/gpu
+    (AccountingStorageTRES without gres/gpu:a100: the node's one type takes the count)."""
+    from slurm_hase.slurm.parse_text import parse_scontrol_nodes
+
+    line = (fixtures_dir / "slurm" / "22.05" / "scontrol-show-node.txt").read_text().splitlines()[0]
+    assert line.startswith("NodeName=a100-1 ")
+    edited = (line.replace("ActiveFeatures=a100,ampere", "ActiveFeatures=a100")
+                  .replace("AllocTRES=cpu=2,gres/gpu=1,gres/gpu:a100=1,gres/mps=50",
+                           "AllocTRES=cpu=2,gres/gpu=3"))
+    [node] = parse_scontrol_nodes(edited + "\n")
+    assert node.features == ("a100",)  # AvailableFeatures also has ampere
+    assert node.gpus_alloc == {"a100": 3}
+    [as_captured] = parse_scontrol_nodes(line + "\n")
+    assert as_captured.features == ("a100", "ampere") and as_captured.gpus_alloc == {"a100": 1}
