@@ -18,14 +18,8 @@ from typing import Protocol
 from slurm_hase.daemon.act import apply_updates
 from slurm_hase.daemon.digest import job_digest, state_digest
 from slurm_hase.daemon.requeue import apply_requeues, plan_requeues
-from slurm_hase.daemon.reset import plan_reset
-from slurm_hase.daemon.safety import (
-    OwnedAttrs,
-    plan_updates,
-    record_intent,
-    record_owned,
-    submitted_constraint,
-)
+from slurm_hase.daemon.reset import reset_update
+from slurm_hase.daemon.safety import OwnedAttrs, plan_updates, record_intent, record_owned
 from slurm_hase.daemon.state import (
     JobEstimate,
     RuntimeEstimator,
@@ -200,11 +194,13 @@ def _left_partitions(outside: Sequence[Job], owned: Mapping[str, OwnedAttrs] | N
     where the daemon no longer looks."""
     updates: list[tuple[str, JobUpdate]] = []
     reasons: list[Decision] = []
-    for job in outside if owned else ():
-        mine = owned.get(job.job_id) if owned else None
+    if not owned:
+        return updates, reasons
+    for job in outside:
+        mine = owned.get(job.job_id)
         if mine is None:
             continue
-        update = plan_reset(job.nice, job.features, mine, submitted_constraint(job.comment))
+        update = reset_update(job, mine)
         if not update.is_empty():
             updates.append((job.job_id, update))
             reasons.append(Decision(job.job_id, reason=f"left the managed partitions (now in "

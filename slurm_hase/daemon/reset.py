@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from slurm_hase.daemon.safety import OwnedAttrs, submitted_constraint
 from slurm_hase.errors import JobNotFoundError, SlurmCommandError, SlurmUnavailableError
 from slurm_hase.slurm.backend import SlurmBackend
-from slurm_hase.slurm.types import JobState, JobUpdate
+from slurm_hase.slurm.types import Job, JobState, JobUpdate
 
 log = logging.getLogger("slurm_hase.daemon")
 
@@ -40,6 +40,11 @@ def plan_reset(job_nice: int, job_features: str, mine: OwnedAttrs,
     return JobUpdate(nice=nice, features=feats)
 
 
+def reset_update(job: Job, mine: OwnedAttrs) -> JobUpdate:
+    """plan_reset for a job as Slurm shows it (hsbatch's constraint read from its comment)."""
+    return plan_reset(job.nice, job.features, mine, submitted_constraint(job.comment))
+
+
 def reset_decisions(backend: SlurmBackend, owned: Mapping[str, OwnedAttrs],
                     dry_run: bool = False) -> list[ResetOutcome]:
     """Clear our attributes from every pending job in `owned`, in whatever partition it is now
@@ -52,7 +57,7 @@ def reset_decisions(backend: SlurmBackend, owned: Mapping[str, OwnedAttrs],
         if job is None or job.state is not JobState.PENDING:
             out.append(ResetOutcome(job_id, None, "gone", "no longer pending"))
             continue
-        update = plan_reset(job.nice, job.features, mine, submitted_constraint(job.comment))
+        update = reset_update(job, mine)
         if update.is_empty():
             out.append(ResetOutcome(job_id, None, "unchanged", "user changed it since"))
             continue

@@ -62,12 +62,12 @@ def explain_table(
             "fits", "in time", "fast", "candidate")
     # passes every test (the constraint, when one is added, is these types; the line below it
     # says whether one was)
-    chosen = {r.gpu_type for r in rows if r.candidate}
+    candidates = {r.gpu_type for r in rows if r.candidate}
     body = [
         (r.gpu_type, str(r.gpus), "-" if r.memory_gb is None else f"{r.memory_gb:g}",
          _secs(r.iter_p50_s), _secs(r.iter_p90_s), _secs(r.runtime_p50_s),
          _secs(r.runtime_p90_s), _flag(r.fits_memory), _flag(r.finishes), _flag(r.fast),
-         "*" if r.gpu_type in chosen else "")
+         "*" if r.gpu_type in candidates else "")
         for r in rows
     ]
     widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
