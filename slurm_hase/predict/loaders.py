@@ -148,8 +148,10 @@ def _version(v: str) -> tuple[int, ...]:
 def load_sia(
     traces_dir: str | Path, clusters: tuple[str, ...] = tuple(SIA_GPUS), single_node: bool = True
 ) -> list[Measurement]:
-    """Step time (+ sync) per (model, local batch, placement); single-node placements by default
-    (the descriptor has no node count)."""
+    """Iteration time per (model, local batch, placement); single-node placements by default
+    (the descriptor has no node count). Sia's (and Pollux's) `step_time` is the whole
+    iteration, its gradient sync included: their simulators take `step_time - sync_time` as
+    the time of an accumulation step without sync, so `sync_time` is not added again."""
     root = Path(traces_dir)
     out: list[Measurement] = []
     for model_dir, model in SIA_MODELS.items():
@@ -164,7 +166,7 @@ def load_sia(
                         continue
                     gpus = sum(int(c) for c in placement)
                     bs = int(r["local_bsz"])
-                    t = float(r["step_time"]) + float(r["sync_time"])
+                    t = float(r["step_time"])
                     if t <= 0 or gpus < 1:
                         continue
                     gfl = MODELS[model].gflops_per_sample * bs * 3.0
