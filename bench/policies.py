@@ -4,6 +4,8 @@
     .venv/bin/python bench/policies.py --scenario philly-3type --scenario gavel-msr  # + ~1 min/seed
     .venv/bin/python bench/policies.py --scenario gavel-msr --split-gpus  # ablation (below)
     .venv/bin/python bench/policies.py --scenario alibaba-mps  # Alibaba pods, MPS shares (~2 min)
+    .venv/bin/python bench/policies.py --scenario philly-a100-v100-t4  # the brief's fleet (~6 min)
+    .venv/bin/python bench/policies.py --scenario alibaba-p100-t4-v100  # Alibaba's own types
     .venv/bin/python bench/policies.py --speed         # + 100,000 jobs on 2,000 GPUs (fifo)
     .venv/bin/python bench/policies.py --speed --speed-policy fifo --speed-policy fair
     .venv/bin/python bench/policies.py --speed-only --speed-policy fair   # the speed run alone
@@ -31,10 +33,12 @@ from typing import Any, NamedTuple
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from slurm_hase.predict.modelfile import load_predictor  # noqa: E402
 from slurm_hase.sim.cluster import uniform_cluster  # noqa: E402
 from slurm_hase.sim.compare import mean_se  # noqa: E402
 from slurm_hase.sim.engine import SimConfig  # noqa: E402
 from slurm_hase.sim.metrics import account_metrics  # noqa: E402
+from slurm_hase.sim.predicted import predicted_table  # noqa: E402
 from slurm_hase.sim.report import (  # noqa: E402
     DEFAULT_DATA,
     TraceSetup,
@@ -100,8 +104,13 @@ Task = tuple[str, dict[str, Any], Row]  # (scenario name, scenario with its seed
 
 def _one(args: Task) -> dict[str, Any]:
     scenario, sc, row = args
-    spec = uniform_cluster(sc["gpus"], billing=row.billing)
+    # the billing baseline charges the scenario's types by speed (1 / 2 / 4), as row.billing
+    # does Gavel's three
+    spec = uniform_cluster(sc["gpus"], billing=sc.get("billing", row.billing) if row.billing
+                           else {})
     table = throughput_table(Path(sc["data"]))
+    if sc.get("predicted"):  # types Gavel did not measure: predicted speeds (sim/predicted.py)
+        table = predicted_table(table, list(sc["gpus"]), load_predictor())
     setup = TraceSetup(resolve_trace(sc["trace"], Path(sc["data"])), start=sc["start"],
                        count=sc["count"], load=sc["load"], seed=sc["seed"])
     jobs = prepare_trace(setup, table, spec)
@@ -264,10 +273,13 @@ def main() -> int:
                     help="policies of the --speed run (default: fifo; repeatable)")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--scenario", action="append",
-                    choices=["philly-3type", "gavel-msr", "alibaba-mps"],
+                    choices=["philly-3type", "gavel-msr", "alibaba-mps",
+                             "philly-a100-v100-t4", "alibaba-p100-t4-v100"],
                     help="scenarios to run (default: philly-3type; gavel-msr takes ~1 min per "
                          "seed, alibaba-mps ~1.5 min: 2,000 Alibaba 2023 pods, 40%% of them "
-                         "asking for a fraction of a GPU, so MPS sharing is in play)")
+                         "asking for a fraction of a GPU, so MPS sharing is in play; "
+                         "philly-a100-v100-t4 and alibaba-p100-t4-v100: the same traces on "
+                         "fleets with types Gavel did not measure, at predicted speeds)")
     ap.add_argument("--split-gpus", action="store_true",
                     help="ablation: every g-GPU job becomes g 1-GPU jobs (same account, arrival, "
                          "duration and GPU-hours), to see what multi-GPU jobs cost fairness")
@@ -282,6 +294,15 @@ def main() -> int:
         # for most) are refused at submission, as sbatch would refuse them
         "alibaba-mps": {"trace": "alibaba", "start": 0, "count": 2000, "load": a.load,
                         "gpus": {"k80": g, "p100": g, "v100": g}},
+        # A100s beside V100s beside T4s; a100 and t4 at the shipped model's predicted speeds
+        "philly-a100-v100-t4": {"trace": "philly", "start": 20000, "count": a.jobs,
+                                "load": a.load, "gpus": {"a100": g, "v100": g, "t4": g},
+                                "predicted": True,
+                                "billing": {"t4": 1.0, "v100": 2.0, "a100": 4.0}},
+        # the Alibaba pods on the GPU types of Alibaba's own fleet (its T4 pods run here)
+        "alibaba-p100-t4-v100": {"trace": "alibaba", "start": 0, "count": 2000, "load": a.load,
+                                 "gpus": {"p100": g, "t4": g, "v100": g}, "predicted": True,
+                                 "billing": {"t4": 1.0, "p100": 2.0, "v100": 4.0}},
     }
     if a.speed_only:
         for line in _speed_report(a.data_dir, a.speed_policy or ["fifo"]):

@@ -114,6 +114,13 @@ def _jain(every: float | None, per_day: float | None) -> str:
               help="The runtimes the policies are given: oracle = the trace's true ones per GPU "
                    "type; model = the daemon's estimator predicting them with the shipped model "
                    "from each job's workload description.")
+@click.option("--predicted-speeds", is_flag=True,
+              help="Simulate GPU types Gavel's measured table lacks (a100, t4, ...): each job "
+                   "type's measured v100 speed times the v100 / type ratio that --speed-model "
+                   "predicts. An estimate, not a measurement (docs/simulator.md).")
+@click.option("--speed-model", default="shipped", show_default=True, metavar="FILE",
+              help="With --predicted-speeds: the model file that predicts them (shipped = the "
+                   "packaged one; a site's retrained model knows its own GPUs best).")
 @click.option("--interval", type=_Finite(1.0, 86400.0), default=60.0, show_default=True,
               help="Daemon cycle in simulated s (its interval_s, 1 to 86400).")
 @click.option("--refresh", type=_Finite(0.0), default=None,
@@ -167,7 +174,8 @@ def _jain(every: float | None, per_day: float | None) -> str:
               help="Print the run's summary (settings + metrics, as OUT/POLICY.json) on stdout "
                    "instead of the file list and the one-line summary.")
 def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
-             policies: tuple[str, ...], knob: tuple[str, ...], predictor: str, interval: float, refresh: float | None,
+             policies: tuple[str, ...], knob: tuple[str, ...], predictor: str,
+             predicted_speeds: bool, speed_model: str, interval: float, refresh: float | None,
              start: int,
              count: int | None, tile_to: int | None, load: float | None, seed: int, repeat: int,
              data_dir: Path | None, out: Path, checkpoint_share: float, requeue_overhead: float,
@@ -181,6 +189,7 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
       hase simulate --trace gavel --policy fifo --policy hase --policy fair --knob fair.theta=0.5
       hase simulate --trace my_trace.trace --cluster my_cluster.toml --policy hase --predictor model
       hase simulate --trace gavel --policy fifo --out fifo-run   # the Slurm baseline, to compare
+      hase simulate --trace gavel --gpus a100=8,v100=8,t4=8 --predicted-speeds --policy fair
       hase simulate --trace my_trace.trace --policy fair --no-plots --json | jq .metrics.avg_jct_s
       hase simulate --trace philly --jobs 1000 --start 20000 --load 1.2 --policy fifo --policy fair --repeat 8
       (docs/simulator.md: trace and cluster formats, what the metrics mean)
@@ -188,6 +197,7 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
     from slurm_hase.policy.registry import make_policy
     from slurm_hase.sim.cluster import describe_spec, load_cluster, uniform_cluster
     from slurm_hase.sim.engine import SimConfig
+    from slurm_hase.sim.predicted import predicted_meta
     from slurm_hase.sim.report import (
         DEFAULT_DATA,
         TraceSetup,
@@ -218,6 +228,12 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
     table = throughput_table(data)
     spec = load_cluster(cluster_path, table.gpu_types) if cluster_path is not None else (
         uniform_cluster(_gpus(gpus), where="--gpus", runnable=table.gpu_types))
+    if predicted_speeds:
+        table = _predict_speeds(table, spec, speed_model)
+    elif click.get_current_context().get_parameter_source("speed_model") is not (
+            click.core.ParameterSource.DEFAULT):
+        raise ConfigError("--speed-model without --predicted-speeds: it would be ignored; "
+                          "add --predicted-speeds or leave it out")
     check_speeds(spec, table)
     path = resolve_trace(trace, data)
     refresh_s = SimConfig.refresh_s if refresh is None else refresh
@@ -232,7 +248,8 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
                 "requeue_overhead_s": requeue_overhead,
                 "trace_kind": detect_kind(path) if trace_kind == "auto" else trace_kind,
                 "cluster": None if cluster_path is None else str(cluster_path),
-                "cluster_spec": describe_spec(spec), "throughputs": str(throughput_path(data))}
+                "cluster_spec": describe_spec(spec), "throughputs": str(throughput_path(data)),
+                "predicted_speeds": predicted_meta(table, speed_model)}
     runs: dict[int, dict[str, dict[str, Any]]] = {}
     written: list[Path] = []
     for draw in range(seed, seed + repeat):
@@ -265,6 +282,16 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
         _print(policies, runs[seed], summaries, paths, as_json, run_settings)
     if stale := record_run(out, written, run_settings):
         _warn(stale)
+
+
+def _predict_speeds(table: ThroughputTable, spec: ClusterSpec, model: str) -> ThroughputTable:
+    """`table` with predicted speeds for the cluster's unmeasured types, said in a warning."""
+    from slurm_hase.predict.modelfile import load_predictor
+    from slurm_hase.sim.predicted import predicted_note, predicted_table
+
+    out = predicted_table(table, list(spec.gpus_by_type), load_predictor(model))
+    _warn(predicted_note(out, model), "warning" if out.predicted else "note")
+    return out
 
 
 def _run_policies(jobs: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable,

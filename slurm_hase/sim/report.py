@@ -170,7 +170,8 @@ def check_speeds(spec: ClusterSpec, table: ThroughputTable) -> None:
             f"cluster GPU type(s) {', '.join(missing)}: no measured speeds, so no job could run "
             f"on them; the simulator's speed table (Gavel's measured throughputs) has "
             f"{', '.join(table.gpu_types)} only"
-            + (f" (the same GPU generation, to use instead: {'; '.join(hints)})" if hints else ""))
+            + (f" (the same GPU generation, to use instead: {'; '.join(hints)})" if hints else "")
+            + "; or pass --predicted-speeds to simulate them at speeds the predictor estimates")
 
 
 def _same_generation(gpu_type: str, measured: Sequence[str]) -> list[str]:

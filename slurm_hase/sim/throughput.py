@@ -35,6 +35,8 @@ class ThroughputTable:
     isolated: Mapping[str, Mapping[tuple[str, int], float]]
     # type -> (job type a) -> (job type b) -> a's steps/s when sharing one GPU with b (sf = 1)
     colocated: Mapping[str, Mapping[str, Mapping[str, float]]]
+    # types whose speeds are predicted, not measured (sim/predicted.py; () = all measured)
+    predicted: tuple[str, ...] = ()
 
     @property
     def gpu_types(self) -> tuple[str, ...]:
