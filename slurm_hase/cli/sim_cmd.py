@@ -116,11 +116,14 @@ def _jain(every: float | None, per_day: float | None) -> str:
                    "from each job's workload description.")
 @click.option("--predicted-speeds", is_flag=True,
               help="Simulate GPU types Gavel's measured table lacks (a100, t4, ...): each job "
-                   "type's measured v100 speed times the v100 / type ratio that --speed-model "
-                   "predicts. An estimate, not a measurement (docs/simulator.md).")
-@click.option("--speed-model", default="shipped", show_default=True, metavar="FILE",
-              help="With --predicted-speeds: the model file that predicts them (shipped = the "
-                   "packaged one; a site's retrained model knows its own GPUs best).")
+                   "type runs at its measured v100 speed times the type's speed-up over the "
+                   "v100 that --model predicts (v100 iteration time / the type's). Measured "
+                   "types keep their measured speeds. An estimate, not a measurement "
+                   "(docs/simulator.md).")
+@click.option("--model", "model_file", default="shipped", show_default=True, metavar="FILE",
+              help="The predictor's model file for --predicted-speeds and --predictor model "
+                   "(shipped = the packaged one; a site's retrained model knows its own GPUs "
+                   "best).")
 @click.option("--interval", type=_Finite(1.0, 86400.0), default=60.0, show_default=True,
               help="Daemon cycle in simulated s (its interval_s, 1 to 86400).")
 @click.option("--refresh", type=_Finite(0.0), default=None,
@@ -175,7 +178,7 @@ def _jain(every: float | None, per_day: float | None) -> str:
                    "instead of the file list and the one-line summary.")
 def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
              policies: tuple[str, ...], knob: tuple[str, ...], predictor: str,
-             predicted_speeds: bool, speed_model: str, interval: float, refresh: float | None,
+             predicted_speeds: bool, model_file: str, interval: float, refresh: float | None,
              start: int,
              count: int | None, tile_to: int | None, load: float | None, seed: int, repeat: int,
              data_dir: Path | None, out: Path, checkpoint_share: float, requeue_overhead: float,
@@ -226,19 +229,18 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
         raise ConfigError("--gpus with --cluster: the cluster file names every GPU, so --gpus "
                           "would be ignored; give one of the two")
     table = throughput_table(data)
-    spec = load_cluster(cluster_path, table.gpu_types) if cluster_path is not None else (
-        uniform_cluster(_gpus(gpus), where="--gpus", runnable=table.gpu_types))
-    if predicted_speeds:
-        table = _predict_speeds(table, spec, speed_model)
-    elif click.get_current_context().get_parameter_source("speed_model") is not (
-            click.core.ParameterSource.DEFAULT):
-        raise ConfigError("--speed-model without --predicted-speeds: it would be ignored; "
-                          "add --predicted-speeds or leave it out")
-    check_speeds(spec, table)
+    # with --predicted-speeds any catalog type may be named (close matches among all of them)
+    runnable = None if predicted_speeds else table.gpu_types
+    spec = load_cluster(cluster_path, runnable) if cluster_path is not None else (
+        uniform_cluster(_gpus(gpus), where="--gpus", runnable=runnable))
     path = resolve_trace(trace, data)
+    model = _model_option(model_file, predicted_speeds or predictor == "model")
+    if predicted_speeds:
+        table = _predict_speeds(table, spec, model)
+    check_speeds(spec, table)
     refresh_s = SimConfig.refresh_s if refresh is None else refresh
     configs = {name: SimConfig(policy=name, knobs=per_policy[name], interval_s=interval,
-                               predictor=predictor, refresh_s=refresh_s,
+                               predictor=predictor, model=model, refresh_s=refresh_s,
                                checkpoint_share=checkpoint_share,
                                requeue_overhead_s=requeue_overhead, hsbatch_slack=hsbatch_slack,
                                ledger_half_life_s=ledger_half_life) for name in policies}
@@ -249,7 +251,7 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
                 "trace_kind": detect_kind(path) if trace_kind == "auto" else trace_kind,
                 "cluster": None if cluster_path is None else str(cluster_path),
                 "cluster_spec": describe_spec(spec), "throughputs": str(throughput_path(data)),
-                "predicted_speeds": predicted_meta(table, speed_model)}
+                "model": model or "shipped", "predicted_speeds": predicted_meta(table, model)}
     runs: dict[int, dict[str, dict[str, Any]]] = {}
     written: list[Path] = []
     for draw in range(seed, seed + repeat):
@@ -284,7 +286,30 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
         _warn(stale)
 
 
-def _predict_speeds(table: ThroughputTable, spec: ClusterSpec, model: str) -> ThroughputTable:
+def _model_option(value: str, used: bool) -> str | None:
+    """--model's file (None: the shipped model), read and checked now; ConfigError when it
+    would be ignored (neither --predicted-speeds nor --predictor model) or is not a model."""
+    from slurm_hase.errors import PredictorError
+    from slurm_hase.predict.modelfile import load_predictor, model_source
+
+    source = model_source(value)
+    if not used:
+        if click.get_current_context().get_parameter_source("model_file") is not (
+                click.core.ParameterSource.DEFAULT):
+            raise ConfigError("--model without --predicted-speeds or --predictor model: it "
+                              "would be ignored; add one of them or leave it out")
+        return None
+    if source is None:
+        return None
+    try:
+        load_predictor(source)
+    except PredictorError as exc:
+        raise ConfigError(f"--model {exc}") from None
+    return str(Path(source).resolve())
+
+
+def _predict_speeds(table: ThroughputTable, spec: ClusterSpec, model: str | None
+                    ) -> ThroughputTable:
     """`table` with predicted speeds for the cluster's unmeasured types, said in a warning."""
     from slurm_hase.predict.modelfile import load_predictor
     from slurm_hase.sim.predicted import predicted_note, predicted_table

@@ -81,6 +81,7 @@ class SimConfig:
     interval_s: float = 60.0
     refresh_s: float = CycleConfig.refresh_s  # quiet cycles decide nothing until then
     predictor: str = "oracle"  # or "model": the daemon's DescriptorEstimator + load_predictor()
+    model: str | None = None  # the model file of predictor "model" (None: the shipped one)
     ledger_half_life_s: float = 7 * 86400.0
     sample_s: float = 600.0
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
@@ -166,7 +167,7 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
         from slurm_hase.predict.modelfile import load_predictor
         from slurm_hase.sim.workloads import comment
 
-        estimator = DescriptorEstimator(load_predictor())
+        estimator = DescriptorEstimator(load_predictor(config.model))
 
         def comments(tj: TraceJob, auto: tuple[str, ...]) -> str:
             return comment(tj, table, auto)

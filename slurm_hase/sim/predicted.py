@@ -60,23 +60,25 @@ def predicted_table(table: ThroughputTable, gpu_types: Sequence[str],
                    predicted=tuple(sorted({*table.predicted, *new})))
 
 
-def predicted_note(table: ThroughputTable, model: str) -> str:
+def predicted_note(table: ThroughputTable, model: str | None) -> str:
     """What a run tells its user: the predicted types with their median speed against the
-    reference type, or that every type is measured."""
+    reference type, or that every type is measured. `model`: its file (None: shipped)."""
     if not table.predicted:
         return (f"--predicted-speeds: every GPU type has measured speeds "
                 f"({', '.join(table.gpu_types)}); nothing is predicted")
     medians = ", ".join(f"{t} {table.relative_speed(t):.2f}x" for t in table.predicted)
-    return (f"{', '.join(table.predicted)}: no measured speeds; predicted by the {model} model "
+    which = "the shipped model" if model is None else f"the model {model}"
+    return (f"{', '.join(table.predicted)}: no measured speeds; predicted by {which} "
             f"from each job type's measured {REFERENCE_TYPE} speed (median against the "
             f"{REFERENCE_TYPE}: {medians}). Results on these types rest on an estimate, not a "
             f"measurement (docs/simulator.md)")
 
 
-def predicted_meta(table: ThroughputTable, model: str) -> dict[str, object] | None:
-    """The run's record (JSON meta) of predicted speeds: the model and each predicted type's
-    median speed against the reference type; None when every type is measured."""
+def predicted_meta(table: ThroughputTable, model: str | None) -> dict[str, object] | None:
+    """The run's record (JSON meta) of predicted speeds: the model ("shipped" or its file) and
+    each predicted type's median speed against the reference type; None when every type is
+    measured."""
     if not table.predicted:
         return None
-    return {"model": model,
+    return {"model": model or "shipped",
             "median_vs_reference": {t: round(table.relative_speed(t), 4) for t in table.predicted}}

@@ -222,7 +222,9 @@ def check_runnable(jobs: Sequence[TraceJob], spec: ClusterSpec,
         raise ConfigError(
             f"none of the {len(jobs)} jobs can run on this cluster (GPUs: {cluster}): "
             f"{describe_refusals(refused)}; the speed table has measured speeds for "
-            f"{', '.join(table.gpu_types)}")
+            f"{', '.join(t for t in table.gpu_types if t not in table.predicted)}"
+            + (f" and predicted ones for {', '.join(table.predicted)}" if table.predicted
+               else ""))
     return refused
 
 

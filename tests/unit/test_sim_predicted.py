@@ -131,6 +131,7 @@ def test_cli_simulates_a100_and_t4_with_predicted_speeds_and_says_so(
     code, out, err = _hase(capsys, [*args, "--predicted-speeds"])
     assert code == 0, err
     assert "a100, t4: no measured speeds; predicted by the shipped model" in err
+    assert "median against the v100: a100 " in err
     doc = json.loads(out)
     record = doc["settings"]["predicted_speeds"]
     assert record["model"] == "shipped" and set(record["median_vs_reference"]) == {"a100", "t4"}
@@ -142,16 +143,54 @@ def test_cli_simulates_a100_and_t4_with_predicted_speeds_and_says_so(
         p: {k: v for k, v in m.items() if k != "wall_s"} for p, m in doc["metrics"].items()}
 
 
-def test_cli_speed_model_needs_the_flag_and_an_unreadable_one_is_named(
+def test_cli_model_needs_a_use_and_a_bad_one_is_refused_naming_the_option(
         tmp_path: Path, fixtures_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = _data_dir(tmp_path, fixtures_dir)
     base = _args(fixtures_dir, data, tmp_path / "out", "--gpus", "a100=8")
-    code, _, err = _hase(capsys, [*base, "--speed-model", "shipped"])
-    assert code == 2 and "--speed-model without --predicted-speeds" in err
+    code, _, err = _hase(capsys, [*base, "--model", "shipped"])
+    assert code == 2 and "--model without --predicted-speeds or --predictor model" in err
     missing = tmp_path / "no-such-model.json"
-    code, _, err = _hase(capsys, [*base, "--predicted-speeds", "--speed-model", str(missing)])
-    assert code != 0 and str(missing) in err and "Traceback" not in err
+    code, _, err = _hase(capsys, [*base, "--predicted-speeds", "--model", str(missing)])
+    assert code == 2 and err.startswith(f"hase: error: --model {missing}") and "Traceback" not in err
+    not_a_model = tmp_path / "cluster.json"
+    not_a_model.write_text('{"nodes": []}')
+    code, _, err = _hase(capsys, [*base, "--predictor", "model", "--model", str(not_a_model)])
+    assert code == 2 and "--model" in err and "not a slurm-hase model file" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_cli_model_file_serves_both_uses_and_is_recorded(
+        tmp_path: Path, fixtures_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = _data_dir(tmp_path, fixtures_dir)
+    model = tmp_path / "site-model.json"
+    model.write_bytes((Path(__file__).resolve().parents[2] / "slurm_hase" / "data" /
+                       "predictor.json").read_bytes())
+    code, out, err = _hase(capsys, _args(fixtures_dir, data, tmp_path / "out", "--gpus",
+                                         "a100=8,v100=8", "--predicted-speeds", "--predictor",
+                                         "model", "--model", str(model), "--json"))
+    assert code == 0, err
+    assert f"predicted by the model {model}" in err
+    meta = json.loads(out)["meta"]
+    assert meta["model"] == str(model) and meta["predicted_speeds"]["model"] == str(model)
+
+
+def test_cli_with_predicted_speeds_a_typo_is_matched_against_every_catalog_type(
+        tmp_path: Path, fixtures_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = _data_dir(tmp_path, fixtures_dir)
+    code, _, err = _hase(capsys, _args(fixtures_dir, data, tmp_path / "out", "--gpus",
+                                       "h10=8", "--predicted-speeds"))
+    assert code == 2 and "h100" in err and "measured speeds for" not in err
+
+
+def test_cli_says_which_speeds_are_predicted_when_no_job_fits(
+        tmp_path: Path, fixtures_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = _data_dir(tmp_path, fixtures_dir)
+    # job 30 of the excerpt (line 31) runs on 2 GPUs: it cannot run on one a100
+    code, _, err = _hase(capsys, [*_args(fixtures_dir, data, tmp_path / "out", "--gpus",
+                                         "a100=1", "--predicted-speeds"), "--start", "30",
+                                  "--jobs", "1"])
+    assert code == 2 and "none of the 1 jobs can run on this cluster" in err
+    assert "measured speeds for k80, p100, v100 and predicted ones for a100" in err
 
 
 def test_cli_notes_when_every_type_is_measured(
