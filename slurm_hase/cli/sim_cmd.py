@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,6 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from slurm_hase.cli.sim_options import (
+    Finite,
+    model_option,
+    parse_gpus,
+    parse_knobs,
+    route_knobs,
+)
 from slurm_hase.errors import ConfigError
 
 if TYPE_CHECKING:  # the simulator loads only when a run starts (`hase --help` stays light)
@@ -24,57 +30,8 @@ if TYPE_CHECKING:  # the simulator loads only when a run starts (`hase --help` s
 MAX_TILE = 10_000_000  # --tile: a trace of more jobs would take hours and tens of GB to simulate
 
 
-class _Finite(click.FloatRange):
-    """A FloatRange that also refuses nan and inf (which every range check lets through)."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number.", param, ctx)
-        return number
-
-
-def _gpus(text: str) -> dict[str, int]:
-    """--gpus TYPE=N,TYPE=N as {type: N}; ConfigError naming the entry that is not TYPE=N."""
-    out: dict[str, int] = {}
-    for entry in text.split(","):
-        name, sep, value = (part.strip() for part in entry.partition("="))
-        try:
-            if not sep or not name:
-                raise ValueError
-            count = int(value)
-        except ValueError:
-            raise ConfigError(f"--gpus {entry!r}: expected TYPE=N (e.g. k80=32,v100=32)") from None
-        if name in out:
-            raise ConfigError(f"--gpus {entry!r}: GPU type {name!r} given twice")
-        out[name] = count
-    return out
-
-
 def _warn(text: str, kind: str = "warning") -> None:
     click.echo(f"hase: {kind}: {text}", err=True)
-
-
-def _knobs(pairs: tuple[str, ...]) -> dict[str, float]:
-    """--knob NAME=VALUE pairs as {NAME: VALUE}; ConfigError for a pair that is not NAME=NUMBER
-    or a NAME given twice (the later one would silently win)."""
-    out: dict[str, float] = {}
-    given: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        key = key.strip()
-        try:
-            if not sep:
-                raise ValueError
-            number = float(value)
-        except ValueError:
-            raise ConfigError(f"--knob {pair!r}: expected NAME=NUMBER") from None
-        if key in given:
-            raise ConfigError(f"--knob {pair}: knob {key!r} given twice (also as "
-                              f"{given[key]}); give it once")
-        given[key] = pair
-        out[key] = number
-    return out
 
 
 def _jain(every: float | None, per_day: float | None) -> str:
@@ -124,9 +81,9 @@ def _jain(every: float | None, per_day: float | None) -> str:
               help="The predictor's model file for --predicted-speeds and --predictor model "
                    "(shipped = the packaged one; a site's retrained model knows its own GPUs "
                    "best).")
-@click.option("--interval", type=_Finite(1.0, 86400.0), default=60.0, show_default=True,
+@click.option("--interval", type=Finite(1.0, 86400.0), default=60.0, show_default=True,
               help="Daemon cycle in simulated s (its interval_s, 1 to 86400).")
-@click.option("--refresh", type=_Finite(0.0), default=None,
+@click.option("--refresh", type=Finite(0.0), default=None,
               help="The daemon's refresh_s: a cycle that finds no job or node changed decides "
               "nothing until this long after the last one that did (0 = every cycle decides; "
               "default: 600, as the daemon).")
@@ -136,7 +93,7 @@ def _jain(every: float | None, per_day: float | None) -> str:
               help="Number of trace jobs to use (default: all from --start).")
 @click.option("--tile", "tile_to", type=click.IntRange(0, MAX_TILE), default=None,
               help=f"Repeat the trace up to N jobs (0 = no tiling; at most {MAX_TILE:,}).")
-@click.option("--load", type=_Finite(0.0, min_open=True), default=None,
+@click.option("--load", type=Finite(0.0, min_open=True), default=None,
               help="Rescale arrivals to this offered load (> 0; default: the trace's own): work "
                    "asked in v100-seconds per second over the cluster's GPUs in v100 "
                    "equivalents, 1 = exactly busy (docs/simulator.md).")
@@ -158,14 +115,14 @@ def _jain(every: float | None, per_day: float | None) -> str:
                    "POLICY_timeline.csv, the plots, and run.json listing this run's files. Other "
                    "files are left; results of an earlier run still there are named in a "
                    "warning.")
-@click.option("--checkpoint-share", type=_Finite(0.0, 1.0), default=0.0, show_default=True,
+@click.option("--checkpoint-share", type=Finite(0.0, 1.0), default=0.0, show_default=True,
               help="Share of jobs that opt in to checkpoint + requeue (turns requeue on).")
-@click.option("--requeue-overhead", type=_Finite(0.0), default=120.0, show_default=True,
+@click.option("--requeue-overhead", type=Finite(0.0), default=120.0, show_default=True,
               help="Seconds of progress a requeued job loses (on the GPU type it "
                    "was stopped on): steps since its checkpoint, saving and loading it.")
-@click.option("--hsbatch-slack", type=_Finite(0.0), default=0.0, show_default=True,
+@click.option("--hsbatch-slack", type=Finite(0.0), default=0.0, show_default=True,
               help="Jobs are submitted with hsbatch at this HASE_SPEED_SLACK (0 = plain sbatch).")
-@click.option("--ledger-half-life", type=_Finite(min=1.0, max=1e9), default=7 * 86400.0,
+@click.option("--ledger-half-life", type=Finite(min=1.0, max=1e9), default=7 * 86400.0,
               show_default=True, help="The daemon's usage half-life in s (its half_life_s): "
               "how long past GPU service counts against an account.")
 @click.option("--plots/--no-plots", default=True, show_default=True,
@@ -216,7 +173,7 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
     )
     from slurm_hase.sim.traces import detect_kind
 
-    per_policy = route_knobs(policies, _knobs(knob))
+    per_policy = route_knobs(policies, parse_knobs(knob))
     for name in policies:  # an unknown policy or knob fails here, before any work
         make_policy(name, **per_policy[name])
     if plots:  # a missing optional extra fails now, not after the runs
@@ -232,9 +189,9 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
     # with --predicted-speeds any catalog type may be named (close matches among all of them)
     runnable = None if predicted_speeds else table.gpu_types
     spec = load_cluster(cluster_path, runnable) if cluster_path is not None else (
-        uniform_cluster(_gpus(gpus), where="--gpus", runnable=runnable))
+        uniform_cluster(parse_gpus(gpus), where="--gpus", runnable=runnable))
     path = resolve_trace(trace, data)
-    model = _model_option(model_file, predicted_speeds or predictor == "model")
+    model = model_option(model_file, predicted_speeds or predictor == "model")
     if predicted_speeds:
         table = _predict_speeds(table, spec, model)
     check_speeds(spec, table)
@@ -284,28 +241,6 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
         _print(policies, runs[seed], summaries, paths, as_json, run_settings)
     if stale := record_run(out, written, run_settings):
         _warn(stale)
-
-
-def _model_option(value: str, used: bool) -> str | None:
-    """--model's file (None: the shipped model), read and checked now; ConfigError when it
-    would be ignored (neither --predicted-speeds nor --predictor model) or is not a model."""
-    from slurm_hase.errors import PredictorError
-    from slurm_hase.predict.modelfile import load_predictor, model_source
-
-    source = model_source(value)
-    if not used:
-        if click.get_current_context().get_parameter_source("model_file") is not (
-                click.core.ParameterSource.DEFAULT):
-            raise ConfigError("--model without --predicted-speeds or --predictor model: it "
-                              "would be ignored; add one of them or leave it out")
-        return None
-    if source is None:
-        return None
-    try:
-        load_predictor(source)
-    except PredictorError as exc:
-        raise ConfigError(f"--model {exc}") from None
-    return str(Path(source).resolve())
 
 
 def _predict_speeds(table: ThroughputTable, spec: ClusterSpec, model: str | None
@@ -411,37 +346,3 @@ def _print(policies: tuple[str, ...], metrics: dict[str, dict[str, Any]],
     if len(policies) > 1:
         click.echo(comparison_table(policies, metrics))
     click.echo(account_table(policies, metrics))
-
-
-def route_knobs(policies: tuple[str, ...], knobs: dict[str, float]) -> dict[str, dict[str, float]]:
-    """Each policy's knobs: NAME goes to every listed policy with such a knob, POLICY.NAME to
-    that policy (over a NAME, whatever their order). ConfigError for a policy listed twice, a
-    POLICY not listed, or a knob no listed policy has (with close matches); PolicyError for
-    an unknown policy."""
-    from slurm_hase.policy.registry import policy_knobs
-
-    if dupes := sorted({p for p in policies if policies.count(p) > 1}):
-        raise ConfigError(f"--policy {dupes[0]} given twice")
-    out: dict[str, dict[str, float]] = {p: {} for p in policies}
-    for key, value in sorted(knobs.items(), key=lambda kv: "." in kv[0]):  # NAME, then P.NAME
-        target, dot, knob = key.rpartition(".")
-        if dot and target not in out:
-            raise ConfigError(f"--knob {key}={value:g}: {target!r} is not a --policy here "
-                              f"({', '.join(policies)})")
-        having = [target] if dot else [p for p in policies if knob in policy_knobs(p)]
-        if not having or (dot and knob not in policy_knobs(target)):
-            raise _unknown_knob(f"--knob {key}={value:g}", knob, [target] if dot else policies)
-        for p in having:
-            out[p][knob] = value
-    return out
-
-
-def _unknown_knob(where: str, knob: str, policies: Sequence[str]) -> ConfigError:
-    """The error for a knob none of `policies` has: close matches first, then every knob."""
-    from slurm_hase.policy.registry import knob_hint, policy_knobs
-
-    hint = knob_hint(knob, {k for p in policies for k in policy_knobs(p)})
-    listed = "; ".join(f"{p}: {', '.join(sorted(policy_knobs(p))) or 'none'}" for p in policies)
-    who = (f"policy {policies[0]!r} has no knob {knob!r}" if len(policies) == 1
-           else f"none of {', '.join(policies)} has a knob {knob!r}")
-    return ConfigError(f"{where}: {who}{hint} (knobs: {listed})")

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from slurm_hase.cli.sim_cmd import route_knobs, simulate
+from slurm_hase.cli.sim_cmd import simulate
+from slurm_hase.cli.sim_options import route_knobs
 from slurm_hase.errors import ConfigError, name_some
 from slurm_hase.sim.cluster import load_cluster, uniform_cluster
 from slurm_hase.sim.engine import SimConfig
