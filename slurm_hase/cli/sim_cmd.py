@@ -249,8 +249,11 @@ def _predict_speeds(table: ThroughputTable, spec: ClusterSpec, model: str | None
     from slurm_hase.predict.modelfile import load_predictor
     from slurm_hase.sim.predicted import predicted_note, predicted_table
 
-    out = predicted_table(table, list(spec.gpus_by_type), load_predictor(model))
-    _warn(predicted_note(out, model), "warning" if out.predicted else "note")
+    predictor = load_predictor(model)
+    out = predicted_table(table, list(spec.gpus_by_type), predictor)
+    trained = predictor.meta.get("gpus")
+    _warn(predicted_note(out, model, trained if isinstance(trained, list) else None),
+          "warning" if out.predicted else "note")
     return out
 
 

@@ -15,7 +15,7 @@ not a measurement, and a run says so.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -60,18 +60,25 @@ def predicted_table(table: ThroughputTable, gpu_types: Sequence[str],
                    predicted=tuple(sorted({*table.predicted, *new})))
 
 
-def predicted_note(table: ThroughputTable, model: str | None) -> str:
+def predicted_note(table: ThroughputTable, model: str | None,
+                   trained_on: Collection[str] | None = None) -> str:
     """What a run tells its user: the predicted types with their median speed against the
-    reference type, or that every type is measured. `model`: its file (None: shipped)."""
+    reference type, or that every type is measured. `model`: its file (None: shipped);
+    `trained_on`: the GPU types it has training rows of (None: not known), so that a type
+    predicted from its catalog figures alone is named as such."""
     if not table.predicted:
         return (f"--predicted-speeds: every GPU type has measured speeds "
                 f"({', '.join(table.gpu_types)}); nothing is predicted")
     medians = ", ".join(f"{t} {table.relative_speed(t):.2f}x" for t in table.predicted)
     which = "the shipped model" if model is None else f"the model {model}"
+    unseen = [] if trained_on is None else [t for t in table.predicted if t not in trained_on]
+    alone = (f"; the model has no rows of {', '.join(unseen)} at all: "
+             f"{'it is' if len(unseen) == 1 else 'they are'} predicted from catalog figures "
+             f"alone" if unseen else "")
     return (f"{', '.join(table.predicted)}: no measured speeds; predicted by {which} "
             f"from each job type's measured {REFERENCE_TYPE} speed (median against the "
-            f"{REFERENCE_TYPE}: {medians}). Results on these types rest on an estimate, not a "
-            f"measurement (docs/simulator.md)")
+            f"{REFERENCE_TYPE}: {medians}{alone}). Results on these types rest on an estimate, "
+            f"not a measurement (docs/simulator.md)")
 
 
 def predicted_meta(table: ThroughputTable, model: str | None) -> dict[str, object] | None:

@@ -217,3 +217,16 @@ def test_simulated_jobs_are_described_as_the_predictor_was_trained_on_gavels_mea
         job_type, sf = ast.literal_eval(key)  # "('ResNet-50 (batch size 64)', 2)"
         desc = job_type_descriptor(job_type, sf)
         assert (desc.model, desc.batch_size, desc.num_gpus) == _gavel_job(key), key
+
+
+def test_a_type_the_model_has_no_rows_of_is_named_as_predicted_from_its_specs_alone(
+        tmp_path: Path, fixtures_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = _data_dir(tmp_path, fixtures_dir)
+    # the shipped data has rows of the a100 (MLPerf) but none of the RTX 2080 Ti
+    code, _, err = _hase(capsys, _args(fixtures_dir, data, tmp_path / "out", "--gpus",
+                                       "a100=8,rtx2080ti=8", "--predicted-speeds"))
+    assert code == 0, err
+    assert "the model has no rows of rtx2080ti at all: it is predicted from catalog figures alone" in err
+    code, _, err = _hase(capsys, _args(fixtures_dir, data, tmp_path / "out2", "--gpus",
+                                       "a100=8,v100=8", "--predicted-speeds"))
+    assert code == 0 and "no rows of" not in err
