@@ -24,7 +24,6 @@ checkout. Writes bench/out/sim_speeds.md and .json. Deterministic (no sampling).
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import statistics
@@ -41,8 +40,7 @@ if str(REPO) not in sys.path:
 from slurm_hase.predict.api import Predictor  # noqa: E402
 from slurm_hase.predict.catalog import resolve_gpu  # noqa: E402
 from slurm_hase.predict.descriptor import WorkloadDescriptor  # noqa: E402
-from slurm_hase.predict.loaders import GAVEL_MODELS as TRAIN_GAVEL  # noqa: E402
-from slurm_hase.predict.loaders import SIA_GPUS, SIA_MODELS  # noqa: E402
+from slurm_hase.predict.loaders import SIA_GPUS, SIA_MODELS, load_sia  # noqa: E402
 from slurm_hase.predict.modelfile import load_predictor  # noqa: E402
 from slurm_hase.sim.report import throughput_table  # noqa: E402
 from slurm_hase.sim.throughput import REFERENCE_TYPE  # noqa: E402
@@ -96,29 +94,23 @@ def summarize(gpu: str, group: str, pts: list[Point], side: int) -> Row:
                statistics.median(p.predicted for p in pts), math.exp(off), same, wrong)
 
 
-def read_sia(path: Path) -> dict[tuple[str, int], float]:
-    """(placement, local batch) -> step time, single-node placements ("4"; "22" is 2 nodes)."""
-    if not path.is_file():
-        return {}
-    with path.open(newline="") as fh:
-        return {(r["placement"].strip(), int(r["local_bsz"])): float(r["step_time"])
-                for r in csv.DictReader(fh) if len(r["placement"].strip()) == 1}
-
-
 def sia_points(pred: Predictor, notes: list[str]) -> list[Point]:
+    """One point per single-node (model, GPUs, local batch) Sia measured both on its V100
+    cluster and on another (loaders.load_sia: the step time, sync included, is the iteration)."""
+    steps: dict[tuple[str, str], dict[tuple[int, int], float]] = defaultdict(dict)
+    for row in load_sia(SIA):  # source "sia:<model>:<cluster>"
+        _, sia_model, cluster = row.source.split(":")
+        steps[(sia_model, cluster)][(row.desc.num_gpus, row.desc.batch_size or 0)] = row.iter_time_s
     pts: list[Point] = []
     m32: list[float] = []
     for sia_model, model in SIA_MODELS.items():
-        ref = read_sia(SIA / sia_model / f"placements-{SIA_V100}.csv")
+        ref = steps[(sia_model, SIA_V100)]
         for cluster, gpu in SIA_GPUS.items():
             if cluster == SIA_V100:
                 continue
-            own = read_sia(SIA / sia_model / f"placements-{cluster}.csv")
+            own = steps[(sia_model, cluster)]
             for key in sorted(set(ref) & set(own)):
-                if min(ref[key], own[key]) <= 0:
-                    notes.append(f"skipped {sia_model} {cluster} {key}: step time <= 0")
-                    continue
-                desc = WorkloadDescriptor(model=model, batch_size=key[1], num_gpus=int(key[0]))
+                desc = WorkloadDescriptor(model=model, batch_size=key[1], num_gpus=key[0])
                 pts.append(Point(sia_model, f"{gpu} ({cluster})", ref[key] / own[key],
                                  predicted_ratio(pred, desc, gpu)))
                 p = pred.predict(desc, [REFERENCE_TYPE, SIA_GPUS[SIA_V100]])
@@ -133,30 +125,19 @@ def sia_points(pred: Predictor, notes: list[str]) -> list[Point]:
     return pts
 
 
-def gavel_points(pred: Predictor, notes: list[str]) -> list[Point]:
+def gavel_points(pred: Predictor) -> list[Point]:
+    """One point per (job type, GPUs) Gavel measured on the type and on its v100, described as
+    the simulator describes it (the training rows' model and batch: sim/workloads.py)."""
     table = throughput_table(SHARED)
     ref = table.isolated[REFERENCE_TYPE]
     pts: list[Point] = []
-    differ: dict[str, str] = {}
     for gpu in GAVEL_TYPES:
         own = table.isolated.get(gpu, {})
         for job, sf in sorted(own):
             if own[(job, sf)] <= 0 or ref.get((job, sf), 0.0) <= 0:
                 continue
-            family = job.split(" (")[0]
-            desc = job_type_descriptor(job, sf)
-            model, default_bs = TRAIN_GAVEL[family]
-            trained_bs = int(job.split("batch size ")[1].rstrip(")")) if "(" in job else default_bs
-            if desc.model != model:
-                differ[family] = f"{family} is {desc.model} to the simulator, {model} in training"
-            elif desc.batch_size != trained_bs:
-                differ[family] = (f"{family} has batch {desc.batch_size or 'unset'} to the "
-                                  f"simulator, {trained_bs} in training")
-            pts.append(Point(family, gpu, own[(job, sf)] / ref[(job, sf)],
-                             predicted_ratio(pred, desc, gpu)))
-    if differ:
-        notes.append("not strictly in sample (the simulator's descriptor differs from the "
-                     "training rows'): " + "; ".join(differ[f] for f in sorted(differ)))
+            pts.append(Point(job.split(" (")[0], gpu, own[(job, sf)] / ref[(job, sf)],
+                             predicted_ratio(pred, job_type_descriptor(job, sf), gpu)))
     return pts
 
 
@@ -205,7 +186,7 @@ def main() -> int:
     for g in sorted(odd):
         notes.append(f"excluded from 'all excl.' lines: {g}, whose {SIA_V100} V100 is measured "
                      f"slower than the T4 on {sum(t4[g])}/{len(t4[g])} points")
-    gavel = gavel_points(pred, notes)
+    gavel = gavel_points(pred)
     sia_rows = table(sia, odd, "excl. " + ",".join(sorted(odd)))
     gavel_rows = table(gavel, set(), "")
     notes += [f"data: {r.gpu} {r.group} is measured against the catalog's order (more FP32 and "
