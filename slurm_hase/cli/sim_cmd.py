@@ -21,6 +21,7 @@ from slurm_hase.cli.sim_options import (
 from slurm_hase.errors import ConfigError
 
 if TYPE_CHECKING:  # the simulator loads only when a run starts (`hase --help` stays light)
+    from slurm_hase.predict.api import Predictor
     from slurm_hase.sim.cluster import ClusterSpec
     from slurm_hase.sim.engine import SimConfig, SimResult
     from slurm_hase.sim.throughput import ThroughputTable
@@ -191,9 +192,9 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
     spec = load_cluster(cluster_path, runnable) if cluster_path is not None else (
         uniform_cluster(parse_gpus(gpus), where="--gpus", runnable=runnable))
     path = resolve_trace(trace, data)
-    model = model_option(model_file, predicted_speeds or predictor == "model")
-    if predicted_speeds:
-        table = _predict_speeds(table, spec, model)
+    model, loaded = model_option(model_file, predicted_speeds or predictor == "model")
+    if predicted_speeds and loaded is not None:
+        table = _predict_speeds(table, spec, model, loaded)
     check_speeds(spec, table)
     refresh_s = SimConfig.refresh_s if refresh is None else refresh
     configs = {name: SimConfig(policy=name, knobs=per_policy[name], interval_s=interval,
@@ -243,13 +244,12 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
         _warn(stale)
 
 
-def _predict_speeds(table: ThroughputTable, spec: ClusterSpec, model: str | None
-                    ) -> ThroughputTable:
-    """`table` with predicted speeds for the cluster's unmeasured types, said in a warning."""
-    from slurm_hase.predict.modelfile import load_predictor
+def _predict_speeds(table: ThroughputTable, spec: ClusterSpec, model: str | None,
+                    predictor: Predictor) -> ThroughputTable:
+    """`table` with predicted speeds for the cluster's unmeasured types (by `predictor`, read
+    from `model`, None: the shipped one), said in a warning."""
     from slurm_hase.sim.predicted import predicted_note, predicted_table
 
-    predictor = load_predictor(model)
     out = predicted_table(table, list(spec.gpus_by_type), predictor)
     trained = predictor.meta.get("gpus")
     _warn(predicted_note(out, model, trained if isinstance(trained, list) else None),

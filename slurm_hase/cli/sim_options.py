@@ -5,11 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from slurm_hase.errors import ConfigError
+
+if TYPE_CHECKING:
+    from slurm_hase.predict.api import Predictor
 
 
 class Finite(click.FloatRange):
@@ -61,9 +64,10 @@ def parse_knobs(pairs: tuple[str, ...]) -> dict[str, float]:
     return out
 
 
-def model_option(value: str, used: bool) -> str | None:
-    """--model's file (None: the shipped model), read and checked now; ConfigError when it
-    would be ignored (neither --predicted-speeds nor --predictor model) or is not a model."""
+def model_option(value: str, used: bool) -> tuple[str | None, Predictor | None]:
+    """--model's file (None: the shipped model) and the model read from it now (None when
+    unused); ConfigError when it would be ignored (neither --predicted-speeds nor --predictor
+    model) or is not a model."""
     from slurm_hase.errors import PredictorError
     from slurm_hase.predict.modelfile import load_predictor, model_source
 
@@ -73,14 +77,12 @@ def model_option(value: str, used: bool) -> str | None:
                 click.core.ParameterSource.DEFAULT):
             raise ConfigError("--model without --predicted-speeds or --predictor model: it "
                               "would be ignored; add one of them or leave it out")
-        return None
-    if source is None:
-        return None
+        return None, None
     try:
-        load_predictor(source)
+        predictor = load_predictor(source)
     except PredictorError as exc:
         raise ConfigError(f"--model {exc}") from None
-    return str(Path(source).resolve())
+    return (None if source is None else str(Path(source).resolve())), predictor
 
 
 def route_knobs(policies: tuple[str, ...], knobs: dict[str, float]) -> dict[str, dict[str, float]]:
