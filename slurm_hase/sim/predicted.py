@@ -40,8 +40,9 @@ def predicted_table(table: ThroughputTable, gpu_types: Sequence[str],
     if not new:
         return table
     ref = table.isolated[REFERENCE_TYPE]
-    isolated = {k: dict(v) for k, v in table.isolated.items()}
-    colocated = {k: {a: dict(row) for a, row in v.items()} for k, v in table.colocated.items()}
+    # the measured types' tables are shared, not copied: nothing here changes them
+    isolated = dict(table.isolated)
+    colocated = dict(table.colocated)
     for gpu_type in new:
         speeds: dict[tuple[str, int], float] = {}
         for (job_type, sf), tput in ref.items():
