@@ -14,6 +14,7 @@ from pathlib import Path
 from slurm_hase.errors import ClusterError, SlurmError
 from slurm_hase.slurm.localcluster.paths import ClusterPaths
 from slurm_hase.slurm.localcluster.render import render_configs
+from slurm_hase.slurm.localcluster.saved import saved_state_problem
 from slurm_hase.slurm.localcluster.services import (
     ProcessTable,
     Service,
@@ -125,6 +126,8 @@ class LocalCluster:
             progress("already up")
             return status
         self._check_ports(already)
+        if "slurmctld" not in already:
+            self._check_saved_state()
         started = time.monotonic()
         self._prepare(progress)
         self._start_munge(progress)
@@ -216,6 +219,17 @@ class LocalCluster:
             for node in group.names:
                 for i in range(group.gpus):
                     (self.paths.dev / f"{node}-nvidia{i}").touch()
+
+    def _check_saved_state(self) -> None:
+        """Refuse a folder whose saved state this host's Slurm or MariaDB cannot read."""
+        problem = saved_state_problem(self.paths.root, self.paths.state, self._slurm_version,
+                                      self._mariadb_version)
+        if problem is not None:
+            raise ClusterError(problem)
+
+    def _mariadb_version(self) -> str:
+        res = self.runner.run(["mariadbd", "--version"], timeout_s=10)
+        return res.stdout + res.stderr
 
     def _slurm_version(self) -> tuple[int, int]:
         res = self.runner.run(["slurmd", "-V"], timeout_s=10)
