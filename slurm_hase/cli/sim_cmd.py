@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,10 +22,10 @@ from slurm_hase.errors import ConfigError
 
 if TYPE_CHECKING:  # the simulator loads only when a run starts (`hase --help` stays light)
     from slurm_hase.predict.api import Predictor
+    from slurm_hase.sim.batch import RunDone, RunTask
     from slurm_hase.sim.cluster import ClusterSpec
-    from slurm_hase.sim.engine import SimConfig, SimResult
+    from slurm_hase.sim.engine import SimResult
     from slurm_hase.sim.throughput import ThroughputTable
-    from slurm_hase.sim.traces import TraceJob
 
 
 MAX_TILE = 10_000_000  # --tile: a trace of more jobs would take hours and tens of GB to simulate
@@ -105,6 +105,10 @@ def _jain(every: float | None, per_day: float | None) -> str:
               help="Run every policy on N draws, seeds SEED..SEED+N-1, each into OUT/seed-K; "
                    "then a table of each metric's mean +- standard error over the seeds (and "
                    "OUT/seeds.json), to tell a real difference from one draw's luck.")
+@click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="Run the policies (and --repeat's seeds) in N processes at once: the same "
+                   "results in about 1/N of the time on N free cores, with N runs' memory. "
+                   "A line per finished run instead of progress bars.")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               envvar="HASE_DATA_DIR", show_envvar=True,
               help="The public data sets (sia/, gavel/, alibaba/; the project's shared/data) "
@@ -139,7 +143,7 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
              predicted_speeds: bool, model_file: str, interval: float, refresh: float | None,
              start: int,
              count: int | None, tile_to: int | None, load: float | None, seed: int, repeat: int,
-             data_dir: Path | None, out: Path, checkpoint_share: float, requeue_overhead: float,
+             workers: int, data_dir: Path | None, out: Path, checkpoint_share: float, requeue_overhead: float,
              hsbatch_slack: float, ledger_half_life: float, plots: bool, fmt: str,
              as_json: bool) -> None:
     """Replay a real trace through POLICY on a simulated Slurm and write metrics and plots.
@@ -152,10 +156,11 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
       hase simulate --trace gavel --policy fifo --out fifo-run   # the Slurm baseline, to compare
       hase simulate --trace gavel --gpus a100=8,v100=8,t4=8 --predicted-speeds --policy fair
       hase simulate --trace my_trace.trace --policy fair --no-plots --json | jq .metrics.avg_jct_s
-      hase simulate --trace philly --jobs 1000 --start 20000 --load 1.2 --policy fifo --policy fair --repeat 8
+      hase simulate --trace philly --jobs 1000 --start 20000 --load 1.2 --policy fifo --policy fair --repeat 8 --workers 2
       (docs/simulator.md: trace and cluster formats, what the metrics mean)
     """
     from slurm_hase.policy.registry import make_policy
+    from slurm_hase.sim.batch import RunTask, run_parallel
     from slurm_hase.sim.cluster import describe_spec, load_cluster, uniform_cluster
     from slurm_hase.sim.engine import SimConfig
     from slurm_hase.sim.predicted import predicted_meta
@@ -210,36 +215,45 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
                 "cluster": None if cluster_path is None else str(cluster_path),
                 "cluster_spec": describe_spec(spec), "throughputs": str(throughput_path(data)),
                 "model": model or "shipped", "predicted_speeds": predicted_meta(table, model)}
-    runs: dict[int, dict[str, dict[str, Any]]] = {}
-    written: list[Path] = []
-    for draw in range(seed, seed + repeat):
-        setup = TraceSetup(path, trace_kind, start, count, tile_to, load, draw)
-        first = draw == seed
-        jobs = prepare_trace(setup, table, spec, warn=_warn if first else None,
-                             note=(lambda text: _warn(text, "note")) if first else None)
-        refused = check_runnable(jobs, spec, table)
-        if refused:
-            _warn(f"{sum(len(r) for r in refused.values())} of {len(jobs)} jobs "
-                  f"{'' if repeat == 1 else f'(seed {draw}) '}can never run on this cluster and "
-                  f"are refused at submission (as sbatch would): "
-                  f"{describe_refusals(refused, examples=3)} in {path.name}")
-        meta = {"trace": str(setup.path),
-                **{k: v for k, v in dataclasses.asdict(setup).items() if k != "path"}, **settings}
-        if first:  # a folder that cannot be written fails now, not after the runs
-            try:
-                prepare_out(out)
-            except ConfigError as exc:
-                raise ConfigError(f"--out {exc}") from None
-            run_settings = {**meta, "policies": list(policies), "knobs": per_policy,
-                            "refresh_s": refresh_s, "repeat": repeat}
-        where = out if repeat == 1 else out / f"seed-{draw}"
-        runs[draw], summaries, paths = _run_policies(jobs, spec, table, configs, where, meta,
-                                                     fmt if plots else None)
-        written += paths
+    run_settings: dict[str, Any] = {}
+
+    def tasks() -> Iterator[RunTask]:
+        """Each seed's runs, the seed's jobs drawn only when its first run is taken."""
+        for draw in range(seed, seed + repeat):
+            setup = TraceSetup(path, trace_kind, start, count, tile_to, load, draw)
+            first = draw == seed
+            jobs = prepare_trace(setup, table, spec, warn=_warn if first else None,
+                                 note=(lambda text: _warn(text, "note")) if first else None)
+            refused = check_runnable(jobs, spec, table)
+            if refused:
+                _warn(f"{sum(len(r) for r in refused.values())} of {len(jobs)} jobs "
+                      f"{'' if repeat == 1 else f'(seed {draw}) '}can never run on this cluster "
+                      f"and are refused at submission (as sbatch would): "
+                      f"{describe_refusals(refused, examples=3)} in {path.name}")
+            meta = {"trace": str(setup.path),
+                    **{k: v for k, v in dataclasses.asdict(setup).items() if k != "path"},
+                    **settings}
+            if first:  # a folder that cannot be written fails now, not after the runs
+                try:
+                    prepare_out(out)
+                except ConfigError as exc:
+                    raise ConfigError(f"--out {exc}") from None
+                run_settings.update({**meta, "policies": list(policies), "knobs": per_policy,
+                                     "refresh_s": refresh_s, "repeat": repeat})
+            where = out if repeat == 1 else out / f"seed-{draw}"
+            for name, config in configs.items():
+                yield RunTask((draw, name), jobs, spec, table, config, where,
+                              {**meta, "policy": name, "knobs": config.knobs,
+                               "refresh_s": config.refresh_s})
+
+    finished = (run_parallel(tasks(), workers) if workers > 1
+                else map(_run_with_progress, tasks()))
+    runs, summaries, written = _collect(finished, policies, repeat, fmt if plots else None,
+                                        workers > 1)
     if repeat > 1:
         written.append(_print_seeds(policies, runs, out, as_json, run_settings))
     else:
-        _print(policies, runs[seed], summaries, paths, as_json, run_settings)
+        _print(policies, runs[seed], summaries, written, as_json, run_settings)
     if stale := record_run(out, written, run_settings):
         _warn(stale)
 
@@ -257,26 +271,37 @@ def _predict_speeds(table: ThroughputTable, spec: ClusterSpec, model: str | None
     return out
 
 
-def _run_policies(jobs: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable,
-                  configs: dict[str, SimConfig], out: Path, meta: dict[str, Any],
-                  plot_format: str | None
-                  ) -> tuple[dict[str, dict[str, Any]], dict[str, Path], list[Path]]:
-    """Every policy on the same jobs into `out`, plus the overlaid plots unless
-    `plot_format` is None: (metrics, summary file, files written) by policy."""
-    results: dict[str, SimResult] = {}
-    metrics: dict[str, dict[str, Any]] = {}
-    summaries: dict[str, Path] = {}
-    paths: list[Path] = []
-    for name, config in configs.items():
-        mine = {**meta, "policy": name, "knobs": config.knobs, "refresh_s": config.refresh_s}
-        results[name], metrics[name], written = _run_one(jobs, spec, table, config, out, mine)
-        summaries[name] = written[0]
-        paths += written
-    if plot_format is not None:
-        from slurm_hase.sim.plots import plot_runs
+def _collect(finished: Iterable[RunDone], policies: Sequence[str], repeat: int,
+             plot_format: str | None, say_each: bool
+             ) -> tuple[dict[int, dict[str, dict[str, Any]]], dict[str, Path], list[Path]]:
+    """Gather the runs as they finish; once a seed's policies have all run, its overlaid plots
+    (unless `plot_format` is None). Returns (seed -> policy -> metrics, policy -> summary file
+    of the first seed, the files written: by seed, policy, then plots, as one process writes
+    them). `say_each`: a line on stderr per finished run."""
+    results: dict[int, dict[str, SimResult]] = {}
+    runs: dict[int, dict[str, dict[str, Any]]] = {}
+    files: dict[int, dict[str, list[Path]]] = {}
+    plotted: dict[int, list[Path]] = {}
+    for done in finished:
+        draw, name = done.key
+        if say_each:
+            seed_part = f" (seed {draw})" if repeat > 1 else ""
+            click.echo(f"{name}{seed_part}: {len(done.result.jobs)} jobs simulated in "
+                       f"{done.metrics.get('wall_s', 0.0):.1f} s", err=True)
+        results.setdefault(draw, {})[name] = done.result
+        runs.setdefault(draw, {})[name] = done.metrics
+        files.setdefault(draw, {})[name] = done.written
+        if len(results[draw]) == len(policies):
+            mine = results.pop(draw)  # the seed's results are dropped once plotted
+            plotted[draw] = []
+            if plot_format is not None:
+                from slurm_hase.sim.plots import plot_runs
 
-        paths += plot_runs(results, out, plot_format)
-    return metrics, summaries, paths
+                plotted[draw] = plot_runs({p: mine[p] for p in policies}, done.out, plot_format)
+    written = [path for draw in sorted(files)
+               for path in [*(f for p in policies for f in files[draw][p]), *plotted[draw]]]
+    first = min(files)
+    return runs, {p: files[first][p][0] for p in policies}, written
 
 
 def _print_seeds(policies: tuple[str, ...], runs: dict[int, dict[str, dict[str, Any]]],
@@ -299,28 +324,23 @@ def _print_seeds(policies: tuple[str, ...], runs: dict[int, dict[str, dict[str, 
     return target
 
 
-def _run_one(jobs: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTable,
-             config: SimConfig, out: Path, meta: dict[str, Any]
-             ) -> tuple[SimResult, dict[str, Any], list[Path]]:
-    """One policy's run, with a progress bar on a terminal, else a line every ~10 s:
-    (result, metrics, the files written)."""
-    from slurm_hase.sim.engine import simulate as run_sim
-    from slurm_hase.sim.metrics import account_metrics, compute
-    from slurm_hase.sim.report import ProgressLines, refused_count, write_outputs
+def _run_with_progress(task: RunTask) -> RunDone:
+    """One run in this process, with a progress bar on a terminal, else a line every ~10 s."""
+    from slurm_hase.sim.batch import run_task
+    from slurm_hase.sim.report import ProgressLines
 
-    click.echo(f"simulating {len(jobs)} jobs on {spec.total_gpus} GPUs {spec.gpus_by_type} "
-               f"with {config.policy}", err=True)
+    click.echo(f"simulating {len(task.jobs)} jobs on {task.spec.total_gpus} GPUs "
+               f"{task.spec.gpus_by_type} with {task.config.policy}", err=True)
     if getattr(sys.stderr, "isatty", lambda: False)():
-        with click.progressbar(length=len(jobs), label=f"{config.policy}: jobs finished",
-                               file=sys.stderr) as bar:
-            result = run_sim(jobs, spec, table, config, progress=bar.update)
-    else:  # click's bar prints only its label where stderr is no terminal (a log, CI)
-        lines = ProgressLines(config.policy, len(jobs), lambda text: click.echo(text, err=True))
-        result = run_sim(jobs, spec, table, config, progress=lines.update)
-        lines.finish()
-    metrics = {**compute(result), "refused": refused_count(result),
-               "by_account": account_metrics(result)}
-    return result, metrics, write_outputs(out, config.policy, result, metrics, meta)
+        with click.progressbar(length=len(task.jobs), label=f"{task.config.policy}: jobs "
+                               "finished", file=sys.stderr) as bar:
+            return run_task(task, progress=bar.update)
+    # click's bar prints only its label where stderr is no terminal (a log, CI)
+    lines = ProgressLines(task.config.policy, len(task.jobs),
+                          lambda text: click.echo(text, err=True))
+    done = run_task(task, progress=lines.update)
+    lines.finish()
+    return done
 
 
 def _print(policies: tuple[str, ...], metrics: dict[str, dict[str, Any]],
