@@ -143,9 +143,9 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
              predicted_speeds: bool, model_file: str, interval: float, refresh: float | None,
              start: int,
              count: int | None, tile_to: int | None, load: float | None, seed: int, repeat: int,
-             workers: int, data_dir: Path | None, out: Path, checkpoint_share: float, requeue_overhead: float,
-             hsbatch_slack: float, ledger_half_life: float, plots: bool, fmt: str,
-             as_json: bool) -> None:
+             workers: int, data_dir: Path | None, out: Path, checkpoint_share: float,
+             requeue_overhead: float, hsbatch_slack: float, ledger_half_life: float,
+             plots: bool, fmt: str, as_json: bool) -> None:
     """Replay a real trace through POLICY on a simulated Slurm and write metrics and plots.
 
     \b

@@ -86,15 +86,20 @@ def test_the_message_names_both_releases_and_the_way_out(tmp_path: Path) -> None
 
 
 def test_a_fresh_folder_asks_nothing(tmp_path: Path) -> None:
-    def never() -> tuple[int, int]:
-        raise AssertionError("asked for the installed release without saved state")
+    def never_release() -> tuple[int, int]:
+        raise AssertionError("asked for the installed Slurm release without saved state")
 
-    assert saved_state_problem(tmp_path, tmp_path / "state", never, never) is None  # type: ignore[arg-type]
+    def never_version() -> str:
+        raise AssertionError("asked for the installed MariaDB without saved state")
+
+    assert saved_state_problem(tmp_path, tmp_path / "state", never_release,
+                               never_version) is None
 
 
 @pytest.mark.skipif(shutil.which("slurmd", path="/usr/sbin:/usr/bin") is None
                     or shutil.which("mariadbd", path="/usr/sbin:/usr/bin") is None,
-                    reason="needs Debian's slurm-wlm and mariadb-server (slurmd -V, mariadbd --version)")
+                    reason="needs Debian's slurm-wlm and mariadb-server (slurmd -V, "
+                           "mariadbd --version)")
 def test_up_refuses_the_other_releases_folder_before_starting_anything(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Against this host's real slurmd and mariadbd: the other Debian release's state (22.05's

@@ -35,7 +35,8 @@ def test_workers_give_the_same_files_as_one_process(tmp_path: Path, fixtures_dir
               "--no-plots", "--policy", "fifo", "--policy", "fair", "--policy", "hase",
               "--repeat", "2"]
     one = CliRunner().invoke(simulate, [*common, "--out", str(tmp_path / "one")])
-    many = CliRunner().invoke(simulate, [*common, "--workers", "3", "--out", str(tmp_path / "many")])
+    many = CliRunner().invoke(simulate, [*common, "--workers", "3",
+                                         "--out", str(tmp_path / "many")])
     assert one.exit_code == 0, one.output
     assert many.exit_code == 0, many.output
     names = sorted(p.relative_to(tmp_path / "one") for p in (tmp_path / "one").rglob("*"))

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 # protocol version >> 8 -> Slurm release; one per release (slurm_protocol_common.h). 38 and 42
-# are the values Debian 12's 22.05 and Debian 13's 24.11 write (tests/fixtures/slurm/local-*/node_state.head)
+# are the values Debian 12's 22.05 and Debian 13's 24.11 write
+# (tests/fixtures/slurm/local-*/node_state.head)
 RELEASE_OF_PROTOCOL = {
     36: (20, 11), 37: (21, 8), 38: (22, 5), 39: (23, 2), 40: (23, 11), 41: (24, 5),
     42: (24, 11), 43: (25, 5), 44: (25, 11),
