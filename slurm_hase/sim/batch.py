@@ -62,10 +62,12 @@ def run_parallel(tasks: Iterable[RunTask], workers: int) -> Iterator[RunDone]:
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     queue = iter(tasks)
-    # fork: the workers inherit the loaded modules (no re-import per worker); each task's
-    # jobs travel to its worker pickled
-    with ProcessPoolExecutor(max_workers=workers,
-                             mp_context=multiprocessing.get_context("fork")) as pool:
+    # forkserver: workers fork from a fresh single-threaded server that has imported the
+    # simulator once (forking this process, whose pool runs a thread, may deadlock a child;
+    # Python 3.12+ warns of it); each task's jobs travel to its worker pickled
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         running: set[Future[RunDone]] = set()
 
         def top_up() -> None:
