@@ -12,7 +12,9 @@ import logging
 import math
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import pairwise
 from operator import attrgetter, is_
+from time import perf_counter
 from typing import Protocol
 
 from slurm_hase.daemon.act import apply_updates
@@ -36,11 +38,12 @@ from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.types import Job, JobState, JobUpdate, Node
 
 __all__ = [
-    "Clock", "CycleConfig", "CycleResult", "JobEstimate", "OwnedAttrs", "QuietWatch",
+    "STAGES", "Clock", "CycleConfig", "CycleResult", "JobEstimate", "OwnedAttrs", "QuietWatch",
     "RuntimeEstimator", "StateCache", "build_state", "job_in_partitions", "observe", "plan_updates", "run_cycle", "state_digest",
 ]
 
 log = logging.getLogger("slurm_hase.daemon")
+STAGES = ("observe", "state", "decide", "plan", "act")  # a cycle's steps (CycleResult.stages)
 
 
 class Clock(Protocol):
@@ -143,6 +146,10 @@ class CycleResult:
     unavailable: bool = False  # slurmctld went away while acting: the caller should back off
     requeued: list[str] = field(default_factory=list)  # running jobs requeued (rotation)
     quiet: bool = False  # nothing changed since the last deciding cycle: nothing was decided
+    # wall seconds of each step (perf_counter, whatever the clock): observe, state (records and
+    # the ledger), decide (the policy), plan (safe updates and requeues), act (sending them);
+    # a quiet cycle has observe only. For metrics and profiling: nothing depends on them
+    stages: dict[str, float] = field(default_factory=dict)
     # computes (inputs digest, job id -> digest of its inputs) when first asked for: the
     # daemon records them every cycle, the simulator never reads them
     digests_of: Callable[[], tuple[str, dict[str, str]]] | None = field(default=None, repr=False)
@@ -236,6 +243,7 @@ def run_cycle(
     leaves the store knowing what may be in Slurm).
     """
     started = clock.now()
+    marks = [perf_counter()]  # after each step: CycleResult.stages
     jobs, nodes, outside = observe(backend, config)
     if (watch is not None and started - watch.decided_at < config.refresh_s
             and nodes == watch.nodes and _same_job_set(watch.jobs, jobs)):
@@ -243,14 +251,18 @@ def run_cycle(
         # deciding cycle would (a job that ends before the next observation keeps its share)
         ledger.observe(watch.running, started)
         return CycleResult(decisions=[], applied=[], skipped=[], errors=[], started=started,
-                           duration_s=max(clock.now() - started, 0.0), quiet=True)
+                           duration_s=max(clock.now() - started, 0.0), quiet=True,
+                           stages={"observe": perf_counter() - marks[0]})
+    marks.append(perf_counter())
     cache = _cache_for(backend)
     # jobs are in managed partitions already (observe), so the summary covers all of them
     state, pending_jobs, by_type = _build_state(jobs, nodes, estimator, {}, shares, started,
                                                config, cache)
     ledger.observe(state.running, started)
     state = replace(state, usage=ledger.usage(), scheduler_depth=config.scheduler_depth)
+    marks.append(perf_counter())
     decisions = policy.decide(state)
+    marks.append(perf_counter())
     skipped: list[tuple[str, str]] = []
     capacity = cache.summary[1] if cache.summary is not None else None
     planned = plan_updates(decisions, jobs, nodes=nodes, owned=owned, skipped=skipped,
@@ -273,6 +285,7 @@ def run_cycle(
         running=len(state.running), pending_ids=frozenset(pending_jobs), digests_of=digests,
     )
     requeues = plan_requeues(decisions, jobs, started, config, skipped, owned, capacity)
+    marks.append(perf_counter())
     if not config.dry_run:
         _apply(backend, planned, result, owned, config, intend)
         if requeues and not result.unavailable:
@@ -285,6 +298,8 @@ def run_cycle(
         done = not (result.unavailable or result.errors)
         watch.jobs, watch.nodes = (jobs, nodes) if done else (None, None)
         watch.decided_at, watch.running = started, state.running  # built this cycle
+    marks.append(perf_counter())
+    result.stages = dict(zip(STAGES, (b - a for a, b in pairwise(marks)), strict=True))
     result.duration_s = max(clock.now() - started, 0.0)
     return result
 

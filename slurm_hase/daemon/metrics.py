@@ -26,6 +26,8 @@ _HELP: dict[str, tuple[str, str]] = {
     "hase_schedd_cycle_duration_seconds": ("gauge", "Wall time of the latest cycle."),
     "hase_schedd_cycle_duration_seconds_sum": ("counter", "Total wall time of all cycles."),
     "hase_schedd_cycles_total": ("counter", "Cycles run, by outcome (ok, quiet: nothing changed so nothing decided, unavailable, error)."),
+    "hase_schedd_cycle_stage_seconds": ("gauge", "Wall time of each step of the latest cycle (observe, state, decide, plan, act; a quiet cycle only observes)."),
+    "hase_schedd_cycle_stage_seconds_sum": ("counter", "Total wall time of each step over all cycles: where the daemon's time goes."),
     "hase_schedd_last_cycle_timestamp_seconds": ("gauge", "When the latest cycle started."),
     "hase_schedd_pending_jobs": ("gauge", "Pending GPU jobs by requested/constrained type."),
     "hase_schedd_managed_pending_jobs": ("gauge", "Pending jobs the policy saw."),
@@ -97,6 +99,10 @@ class Metrics:
         self.set("hase_schedd_cycle_duration_seconds", wall_s)
         self.inc("hase_schedd_cycle_duration_seconds_sum", wall_s)
         self.set("hase_schedd_last_cycle_timestamp_seconds", result.started)
+        self.replace("hase_schedd_cycle_stage_seconds",
+                     {(("stage", stage),): seconds for stage, seconds in result.stages.items()})
+        for stage, seconds in result.stages.items():
+            self.inc("hase_schedd_cycle_stage_seconds_sum", seconds, stage=stage)
         if result.quiet:  # nothing observed changed: the counts below still stand
             self.inc("hase_schedd_cycles_total", outcome="quiet")
             return

@@ -121,6 +121,9 @@ class SimResult:
     unfinished: int = 0
     quiet_cycles: int = 0  # cycles that found nothing changed and decided nothing
     usage: dict[str, float] = field(default_factory=dict)  # the daemon's ledger, last cycle
+    # wall s of each step of the daemon's cycles, summed (CycleResult.stages): of wall_s, the
+    # rest is the simulated Slurm and the engine
+    daemon_stages_s: dict[str, float] = field(default_factory=dict)
 
 
 def _sample(sim: SimSlurm, t: float, pending_demand: Mapping[str, float]) -> Sample:
@@ -208,6 +211,7 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
     next_cycle = next_calc = next_main = next_bf = next_sample = t0
     samples: list[Sample] = []
     cycles = updates = quiet = 0
+    stages: dict[str, float] = {}  # wall s of the daemon's cycle steps, summed
     done_reported = stuck = 0
     # progress(k) after every 1% of the jobs finish (at most every 1,000): one integer compare
     # per event; what the callback does (a bar, a line every ~10 s) is the caller's
@@ -252,6 +256,8 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
             cycles += 1
             quiet += res.quiet
             updates += len(res.applied)
+            for stage, spent in res.stages.items():
+                stages[stage] = stages.get(stage, 0.0) + spent
         if t >= next_cycle:
             next_cycle = _advance(next_cycle, t, config.interval_s)
         # A pass over an unchanged queue and cluster cannot start anything new (free GPUs and
@@ -280,7 +286,7 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
                      shares=shares, cycles=cycles, updates=updates,
                      wall_s=time.perf_counter() - wall0,
                      unfinished=len(sim.pending) + len(sim.running), quiet_cycles=quiet,
-                     usage=ledger.usage())
+                     usage=ledger.usage(), daemon_stages_s=stages)
 
 
 def check_input(trace: Sequence[TraceJob], config: SimConfig) -> None:

@@ -400,3 +400,39 @@ def test_a_refused_decision_is_in_the_jobs_history_once(tmp_path: Path) -> None:
     d.step()
     assert len(store.decisions(job_id="1")) == 1
     assert [r["outcome"] for r in store.decisions(job_id="2")] == ["applied"]
+
+
+class SlowPolicy(NiceEverything):
+    """NiceEverything that takes a measurable while to decide."""
+
+    def decide(self, state: ClusterState) -> list[Decision]:
+        import time
+
+        time.sleep(0.05)
+        return super().decide(state)
+
+
+def test_each_step_of_a_cycle_is_timed_and_exported(tmp_path: Path) -> None:
+    """Where a cycle's wall time goes (observe, state, decide, plan, act), per cycle and summed;
+    a quiet cycle only observes. The simulated clock does not move, the steps' wall time does."""
+    fb = FakeBackend([pjob("1"), pjob("2")], [gpu_node("a1", "a100")])
+    d = Daemon(fb, SlowPolicy(), Est(), Clock(), StateStore(tmp_path / "s.db"),
+               CycleConfig(refresh_s=600.0), LoopSettings(interval_s=30, half_life_s=60),
+               shares={"a": 1.0})
+    d.step()
+    first = d.last_result
+    assert first is not None and list(first.stages) == ["observe", "state", "decide", "plan", "act"]
+    assert first.stages["decide"] >= 0.05 and all(v >= 0 for v in first.stages.values())
+    assert max(first.stages, key=first.stages.__getitem__) == "decide"
+    text = d.metrics.render()
+    assert "# TYPE hase_schedd_cycle_stage_seconds gauge" in text
+    assert "# TYPE hase_schedd_cycle_stage_seconds_sum counter" in text
+    decide_sum = d.metrics.get("hase_schedd_cycle_stage_seconds_sum", stage="decide")
+    assert decide_sum == first.stages["decide"]
+    d.step()  # nothing changed: a quiet cycle
+    quiet = d.last_result
+    assert quiet is not None and quiet.quiet and list(quiet.stages) == ["observe"]
+    assert d.metrics.get("hase_schedd_cycle_stage_seconds", stage="decide") == 0.0  # not stale
+    assert d.metrics.get("hase_schedd_cycle_stage_seconds_sum", stage="decide") == decide_sum
+    assert d.metrics.get("hase_schedd_cycle_stage_seconds_sum", stage="observe") == (
+        first.stages["observe"] + quiet.stages["observe"])
