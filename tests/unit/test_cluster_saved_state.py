@@ -15,6 +15,7 @@ from slurm_hase.slurm.localcluster.paths import ClusterPaths
 from slurm_hase.slurm.localcluster.saved import (
     mariadb_data_problem,
     mariadb_release,
+    saved_mariadb_release,
     saved_protocol,
     saved_state_problem,
     slurm_state_problem,
@@ -65,13 +66,15 @@ def test_mariadb_versions_from_real_files_and_version_output() -> None:
 
 
 def test_an_older_mariadb_cannot_open_a_newer_data_folder(tmp_path: Path) -> None:
-    newer = _state(tmp_path / "new", NEW) / "mysql"
-    older = _state(tmp_path / "old", OLD) / "mysql"
+    newer = saved_mariadb_release(_state(tmp_path / "new", NEW) / "mysql")
+    older = saved_mariadb_release(_state(tmp_path / "old", OLD) / "mysql")
+    assert (newer, older) == ((11, 8), (10, 11))
     problem = mariadb_data_problem(newer, (10, 11))
     assert problem is not None and "11.8" in problem and "10.11" in problem
     assert mariadb_data_problem(older, (11, 8)) is None  # MariaDB upgrades an older one
     assert mariadb_data_problem(newer, (11, 8)) is None
-    assert mariadb_data_problem(tmp_path, (10, 11)) is None  # no data folder yet
+    assert mariadb_data_problem(newer, None) is None  # the installed release is unknown
+    assert saved_mariadb_release(tmp_path) is None  # no data folder yet
 
 
 def test_the_message_names_both_releases_and_the_way_out(tmp_path: Path) -> None:

@@ -67,6 +67,7 @@ class LocalCluster:
         self.env = {"SLURM_CONF": str(paths.slurm_conf)}
         self.runner = SubprocessRunner(self.env)
         self.table = ProcessTable(paths)
+        self._release: tuple[int, int] | None = None  # _slurm_version
 
     # ---- queries -------------------------------------------------------------------------
     def node_states(self) -> dict[str, str]:
@@ -232,11 +233,14 @@ class LocalCluster:
         return res.stdout + res.stderr
 
     def _slurm_version(self) -> tuple[int, int]:
-        res = self.runner.run(["slurmd", "-V"], timeout_s=10)
-        match = re.search(r"(\d+)\.(\d+)", res.stdout + res.stderr)
-        if match is None:
-            raise ClusterError(f"cannot read Slurm version from 'slurmd -V': {res.stdout!r}")
-        return int(match[1]), int(match[2])
+        """The installed Slurm's (major, minor), read once (saved state check, configs)."""
+        if self._release is None:
+            res = self.runner.run(["slurmd", "-V"], timeout_s=10)
+            match = re.search(r"(\d+)\.(\d+)", res.stdout + res.stderr)
+            if match is None:
+                raise ClusterError(f"cannot read Slurm version from 'slurmd -V': {res.stdout!r}")
+            self._release = int(match[1]), int(match[2])
+        return self._release
 
     def _cgroup_plugin(self) -> str:
         return "disabled" if self._slurm_version() >= (23, 11) else "autodetect"

@@ -38,7 +38,8 @@ def saved_protocol(ctld_state: Path) -> int | None:
     StateSaveLocation; None when there is none (a fresh folder) or it has no version header."""
     for name in STATE_FILES:
         try:
-            head = (ctld_state / name).read_bytes()[:32]
+            with (ctld_state / name).open("rb") as fh:
+                head = fh.read(32)  # the header only: job_state can be megabytes
         except OSError:
             continue
         size = len(_MAGIC)
@@ -73,17 +74,21 @@ def mariadb_release(text: str) -> tuple[int, int] | None:
     return (int(match[1]), int(match[2])) if match else None
 
 
-def mariadb_data_problem(datadir: Path, installed: tuple[int, int] | None) -> str | None:
-    """Why the installed MariaDB cannot open `datadir`: a newer MariaDB wrote it; None when it
-    can, or when either release is unknown."""
-    saved = None
+def saved_mariadb_release(datadir: Path) -> tuple[int, int] | None:
+    """(major, minor) of the MariaDB that last upgraded `datadir`; None when there is no
+    record of it (a fresh folder)."""
     for name in UPGRADE_INFO:
         try:
-            saved = mariadb_release((datadir / name).read_text(errors="replace"))
+            return mariadb_release((datadir / name).read_text(errors="replace"))
         except OSError:
             continue
-        break
-    if saved is None or installed is None or saved <= installed:
+    return None
+
+
+def mariadb_data_problem(saved: tuple[int, int], installed: tuple[int, int] | None) -> str | None:
+    """Why the installed MariaDB cannot open a data folder `saved` wrote: a newer MariaDB
+    wrote it; None when it can, or when the installed release is unknown."""
+    if installed is None or saved <= installed:
         return None
     return (f"its MariaDB data was written by MariaDB {saved[0]}.{saved[1]}, newer than this "
             f"host's {installed[0]}.{installed[1]}, which cannot open it")
@@ -99,9 +104,9 @@ def saved_state_problem(root: Path, state: Path, slurm_release: Callable[[], tup
     saved = saved_protocol(state / "ctld")
     if saved is not None:
         problems.append(slurm_state_problem(saved, slurm_release()))
-    datadir = state / "mysql"
-    if any((datadir / name).is_file() for name in UPGRADE_INFO):
-        problems.append(mariadb_data_problem(datadir, mariadb_release(mariadb_version())))
+    written = saved_mariadb_release(state / "mysql")
+    if written is not None:
+        problems.append(mariadb_data_problem(written, mariadb_release(mariadb_version())))
     found = [p for p in problems if p is not None]
     if not found:
         return None
