@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -244,7 +244,7 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
             for name, config in configs.items():
                 yield RunTask((draw, name), jobs, spec, table, config, where,
                               {**meta, "policy": name, "knobs": config.knobs,
-                               "refresh_s": config.refresh_s})
+                               "refresh_s": config.refresh_s}, keep_result=plots)
 
     finished = (run_parallel(tasks(), workers) if workers > 1
                 else map(_run_with_progress, tasks()))
@@ -278,7 +278,7 @@ def _collect(finished: Iterable[RunDone], policies: Sequence[str], repeat: int,
     (unless `plot_format` is None). Returns (seed -> policy -> metrics, policy -> summary file
     of the first seed, the files written: by seed, policy, then plots, as one process writes
     them). `say_each`: a line on stderr per finished run."""
-    results: dict[int, dict[str, SimResult]] = {}
+    results: dict[int, dict[str, SimResult | None]] = {}
     runs: dict[int, dict[str, dict[str, Any]]] = {}
     files: dict[int, dict[str, list[Path]]] = {}
     plotted: dict[int, list[Path]] = {}
@@ -286,7 +286,7 @@ def _collect(finished: Iterable[RunDone], policies: Sequence[str], repeat: int,
         draw, name = done.key
         if say_each:
             seed_part = f" (seed {draw})" if repeat > 1 else ""
-            click.echo(f"{name}{seed_part}: {len(done.result.jobs)} jobs simulated in "
+            click.echo(f"{name}{seed_part}: {done.jobs} jobs simulated in "
                        f"{done.metrics.get('wall_s', 0.0):.1f} s", err=True)
         results.setdefault(draw, {})[name] = done.result
         runs.setdefault(draw, {})[name] = done.metrics
@@ -297,11 +297,21 @@ def _collect(finished: Iterable[RunDone], policies: Sequence[str], repeat: int,
             if plot_format is not None:
                 from slurm_hase.sim.plots import plot_runs
 
-                plotted[draw] = plot_runs({p: mine[p] for p in policies}, done.out, plot_format)
+                plotted[draw] = plot_runs(_kept(mine, policies), done.out, plot_format)
     written = [path for draw in sorted(files)
                for path in [*(f for p in policies for f in files[draw][p]), *plotted[draw]]]
     first = min(files)
     return runs, {p: files[first][p][0] for p in policies}, written
+
+
+def _kept(results: Mapping[str, SimResult | None], policies: Sequence[str]
+          ) -> dict[str, SimResult]:
+    """The runs' results in `policies` order; each task of a plotted run keeps its result."""
+    kept = {p: results[p] for p in policies}
+    missing = [p for p, r in kept.items() if r is None]
+    if missing:
+        raise RuntimeError(f"runs of {', '.join(missing)} came back without their results")
+    return {p: r for p, r in kept.items() if r is not None}
 
 
 def _print_seeds(policies: tuple[str, ...], runs: dict[int, dict[str, dict[str, Any]]],

@@ -32,17 +32,22 @@ class RunTask:
     config: SimConfig
     out: Path
     meta: Mapping[str, Any]
+    # hand the SimResult back (the plots need it); False: only the metrics and files travel
+    # back from a worker, not every job's record
+    keep_result: bool = True
 
 
 @dataclass(frozen=True)
 class RunDone:
-    """What a run produced: the result (for the plots), its metrics and the files written."""
+    """What a run produced: the result (for the plots; None where the task did not keep it),
+    its metrics and the files written."""
 
     key: RunKey
-    result: SimResult
+    result: SimResult | None
     metrics: dict[str, Any]
     written: list[Path]
     out: Path  # the folder the files are in
+    jobs: int  # how many jobs were simulated
 
 
 def run_task(task: RunTask, progress: Callable[[int], None] | None = None) -> RunDone:
@@ -50,9 +55,9 @@ def run_task(task: RunTask, progress: Callable[[int], None] | None = None) -> Ru
     result = simulate(task.jobs, task.spec, task.table, task.config, progress=progress)
     metrics = {**compute(result), "refused": refused_count(result),
                "by_account": account_metrics(result)}
-    return RunDone(task.key, result, metrics,
-                   write_outputs(task.out, task.config.policy, result, metrics, task.meta),
-                   task.out)
+    written = write_outputs(task.out, task.config.policy, result, metrics, task.meta)
+    return RunDone(task.key, result if task.keep_result else None, metrics, written, task.out,
+                   len(result.jobs))
 
 
 def run_parallel(tasks: Iterable[RunTask], workers: int) -> Iterator[RunDone]:

@@ -3,6 +3,7 @@ file (wall time aside), with a line per finished run; a failing run stops the re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -79,3 +80,18 @@ def test_run_parallel_yields_every_run_and_raises_a_failed_one(tmp_path: Path,
         list(run_parallel(_tasks(fixtures_dir, tmp_path, {"theta": 7.0}), 2))
     with pytest.raises(ValueError, match="workers"):
         list(run_parallel([], 0))
+
+
+def test_a_run_without_plots_sends_back_its_metrics_not_its_jobs(tmp_path: Path,
+                                                                 fixtures_dir: Path) -> None:
+    kept = _tasks(fixtures_dir, tmp_path / "kept", {})
+    bare = [dataclasses.replace(t, out=tmp_path / "bare" / t.key[1], keep_result=False)
+            for t in _tasks(fixtures_dir, tmp_path, {})]
+    with_result = {d.key: d for d in run_parallel(kept, 2)}
+    without = {d.key: d for d in run_parallel(bare, 2)}
+    for key, done in without.items():
+        result = with_result[key].result
+        assert done.result is None and result is not None
+        assert done.jobs == len(result.jobs) == 20
+        assert _without_wall(done.metrics) == _without_wall(with_result[key].metrics)
+        assert [p.name for p in done.written] == [p.name for p in with_result[key].written]
