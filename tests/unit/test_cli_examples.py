@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from slurm_hase.cli.main import cli
 from slurm_hase.errors import DescriptorError
-from slurm_hase.hsbatch.core import split_argv
+from slurm_hase.hsbatch.argv import split_argv
 
 SHELL_OPERATORS = {"|", "||", "&&", ";", ">", ">>", "<"}
 COMMAND_PREFIXES = {"eval", "sudo", "time", "exec", "env", "nohup"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slurm_hase.errors import DescriptorError
-from slurm_hase.hsbatch.core import split_argv
+from slurm_hase.hsbatch.argv import split_argv
 from slurm_hase.hsbatch.sbatch_opts import resolve_long, scan
 
 
