@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -147,16 +146,11 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
       (docs/daemon.md: the config, the policies, what happens when slurmctld is down)
     """
     check_slurm_conf(os.environ)
-    from slurm_hase.daemon.cycle import CycleConfig
-    from slurm_hase.daemon.estimator import DescriptorEstimator
-    from slurm_hase.daemon.history import CachedHistory, HistoryEstimator, predictor_speed
+    from slurm_hase.cli.schedd_run import build_daemon, cycle_lines
     from slurm_hase.daemon.logs import setup_logging
-    from slurm_hase.daemon.loop import Daemon, LoopSettings, WallClock
+    from slurm_hase.daemon.loop import WallClock
     from slurm_hase.daemon.metrics import Metrics, serve_metrics
-    from slurm_hase.policy.registry import make_policy
-    from slurm_hase.predict.modelfile import load_predictor, model_to_json
     from slurm_hase.store.lock import holder
-    from slurm_hase.store.state import StateStore
 
     cfg = _config(config_path, state_db)
     if dry_run:
@@ -183,31 +177,7 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
     setup_logging(cfg.log_format, cfg.log_level)
     backend, clock = _backend(), WallClock()
     _preflight(backend, cfg)
-    policy = make_policy(cfg.policy, **cfg.knobs)
-    predictor = load_predictor(cfg.model)
-    store = StateStore(cfg.state_db)
-    # writes still kept for retry (a lock, a full disk) get a last try at exit, before the lock
-    # on the store goes (close callbacks run last-registered first); what cannot be written then
-    # is a StoreError, not a silent loss
-    click.get_current_context().call_on_close(store.close)
-    store.record_model(cfg.model or "(bundled)",
-                       hashlib.sha256(model_to_json(predictor).encode()).hexdigest()[:16],
-                       {"meta_keys": sorted(predictor.meta)})
-    history = CachedHistory(lambda: backend.accounting(since="now-30days"), clock.now)
-    estimator = HistoryEstimator(DescriptorEstimator(predictor), history,
-                                 predictor_speed(predictor))
-    daemon = Daemon(
-        backend, policy, estimator, clock, store,
-        CycleConfig(partitions=cfg.partitions, dry_run=cfg.dry_run,
-                    nice_min_delta=cfg.nice_min_delta, nice_quantum=cfg.nice_quantum,
-                    nice_scale=cfg.nice_scale, nice_zero=cfg.nice_zero,
-                    gpu_types=cfg.gpu_types,
-                    update_workers=cfg.update_workers, batch_updates=cfg.batch_updates,
-                    requeue=cfg.requeue, requeue_max=cfg.requeue_max,
-                    requeue_min_run_s=cfg.requeue_min_run_s, refresh_s=cfg.refresh_s),
-        LoopSettings(cfg.interval_s, cfg.backoff_s, cfg.backoff_max_s, cfg.half_life_s,
-                     cfg.history_days * 86400.0),
-        shares=cfg.shares, metrics=metrics)
+    daemon = build_daemon(cfg, backend, clock, metrics)
     stop = {"flag": False}
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -227,19 +197,8 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
         res = daemon.last_result
         if res is None or not (cfg.dry_run or once):
             return
-        from slurm_hase.slurm import commands
-
-        verb, done = ("would run", res.planned) if cfg.dry_run else ("ran", res.applied)
-        for job_id, upd in done:
-            click.echo(f"{verb}: " + shlex.join(commands.update_job(job_id, upd)))
-        for job_id, why in res.skipped:
-            click.echo(f"# job {job_id}: {why}")
-        seen = len(res.pending_ids)
-        jobs = (f"{res.pending} pending jobs" if res.pending == seen else
-                f"{res.pending} of {seen} pending jobs (the others are held or have no runtime "
-                "estimate)")
-        click.echo(f"# policy {policy.name}: {len(done)} updates for {jobs}, "
-                   f"{len(res.errors)} errors, {res.duration_s:.2f}s")
+        for line in cycle_lines(res, daemon.policy.name, cfg.dry_run):
+            click.echo(line)
 
     daemon.run(once=once, should_stop=lambda: stop["flag"], after_cycle=after)
     if once and daemon.failures:

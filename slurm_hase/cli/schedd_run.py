@@ -1,0 +1,72 @@
+"""`hase schedd run`'s wiring: the daemon built from its config, and what a one-off cycle says."""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from slurm_hase.daemon.config import DaemonConfig
+    from slurm_hase.daemon.cycle import Clock, CycleResult
+    from slurm_hase.daemon.loop import Daemon
+    from slurm_hase.daemon.metrics import Metrics
+    from slurm_hase.slurm.backend import SlurmBackend
+
+
+def build_daemon(cfg: DaemonConfig, backend: SlurmBackend, clock: Clock, metrics: Metrics
+                 ) -> Daemon:
+    """The daemon of `cfg`: its policy, the predictor behind its runtime estimates (recorded in
+    the state store, which closes when the click command ends) and its cycle settings."""
+    from slurm_hase.daemon.cycle import CycleConfig
+    from slurm_hase.daemon.estimator import DescriptorEstimator
+    from slurm_hase.daemon.history import CachedHistory, HistoryEstimator, predictor_speed
+    from slurm_hase.daemon.loop import Daemon, LoopSettings
+    from slurm_hase.policy.registry import make_policy
+    from slurm_hase.predict.modelfile import load_predictor, model_to_json
+    from slurm_hase.store.state import StateStore
+
+    policy = make_policy(cfg.policy, **cfg.knobs)
+    predictor = load_predictor(cfg.model)
+    store = StateStore(cfg.state_db)
+    # writes still kept for retry (a lock, a full disk) get a last try at exit, before the lock
+    # on the store goes (close callbacks run last-registered first); what cannot be written then
+    # is a StoreError, not a silent loss
+    click.get_current_context().call_on_close(store.close)
+    store.record_model(cfg.model or "(bundled)",
+                       hashlib.sha256(model_to_json(predictor).encode()).hexdigest()[:16],
+                       {"meta_keys": sorted(predictor.meta)})
+    history = CachedHistory(lambda: backend.accounting(since="now-30days"), clock.now)
+    estimator = HistoryEstimator(DescriptorEstimator(predictor), history,
+                                 predictor_speed(predictor))
+    return Daemon(
+        backend, policy, estimator, clock, store,
+        CycleConfig(partitions=cfg.partitions, dry_run=cfg.dry_run,
+                    nice_min_delta=cfg.nice_min_delta, nice_quantum=cfg.nice_quantum,
+                    nice_scale=cfg.nice_scale, nice_zero=cfg.nice_zero,
+                    gpu_types=cfg.gpu_types,
+                    update_workers=cfg.update_workers, batch_updates=cfg.batch_updates,
+                    requeue=cfg.requeue, requeue_max=cfg.requeue_max,
+                    requeue_min_run_s=cfg.requeue_min_run_s, refresh_s=cfg.refresh_s),
+        LoopSettings(cfg.interval_s, cfg.backoff_s, cfg.backoff_max_s, cfg.half_life_s,
+                     cfg.history_days * 86400.0),
+        shares=cfg.shares, metrics=metrics)
+
+
+def cycle_lines(res: CycleResult, policy_name: str, dry_run: bool) -> list[str]:
+    """What `run --once` or `--dry-run` prints of a cycle: each update as the scontrol command
+    it ran (or would run), each skipped job, and a summary line."""
+    from slurm_hase.slurm import commands
+
+    verb, done = ("would run", res.planned) if dry_run else ("ran", res.applied)
+    lines = [f"{verb}: " + shlex.join(commands.update_job(job_id, upd)) for job_id, upd in done]
+    lines += [f"# job {job_id}: {why}" for job_id, why in res.skipped]
+    seen = len(res.pending_ids)
+    jobs = (f"{res.pending} pending jobs" if res.pending == seen else
+            f"{res.pending} of {seen} pending jobs (the others are held or have no runtime "
+            "estimate)")
+    lines.append(f"# policy {policy_name}: {len(done)} updates for {jobs}, "
+                 f"{len(res.errors)} errors, {res.duration_s:.2f}s")
+    return lines
