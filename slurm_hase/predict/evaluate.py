@@ -66,9 +66,9 @@ def predict_rows(pred: Predictor, rows: Sequence[Measurement]) -> list[float]:
     import numpy as np
 
     from slurm_hase.predict.completion import context_key
+    from slurm_hase.predict.fitting import matrix
     from slurm_hase.predict.keys import model_key
     from slurm_hase.predict.pairs import query_shift
-    from slurm_hase.predict.train import matrix
 
     x, base, _y = matrix(rows, pred.compute_weight)
     keys = [model_key(m.desc) for m in rows]

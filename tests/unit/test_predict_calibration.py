@@ -14,18 +14,10 @@ from slurm_hase.predict.catalog import gpu_keys
 from slurm_hase.predict.dataset import Measurement, make, read_csv
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.predict.evaluate import mape, predict_rows
+from slurm_hase.predict.fitting import known_gpus, levels, matrix
 from slurm_hase.predict.keys import LEVELS, knowledge_level, model_key
 from slurm_hase.predict.modelfile import load_predictor, predictor_from_json, save_model
-from slurm_hase.predict.train import (
-    CALIBRATED_LEVELS,
-    FACTOR_RANGE,
-    calibrate,
-    known_gpus,
-    levels,
-    mape_factor,
-    matrix,
-    train,
-)
+from slurm_hase.predict.train import CALIBRATED_LEVELS, FACTOR_RANGE, calibrate, mape_factor, train
 
 
 @pytest.fixture(scope="module")

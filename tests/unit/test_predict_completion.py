@@ -12,11 +12,13 @@ import pytest
 from slurm_hase.errors import PredictorError
 from slurm_hase.predict import features as F
 from slurm_hase.predict.api import Predictor
+from slurm_hase.predict.blend import BLEND_GRID, CF_RANKS, cf_keys, complete
 from slurm_hase.predict.catalog import resolve_gpu
 from slurm_hase.predict.completion import MAX_FACTOR, Completion, column_key, corunner_key, fit
 from slurm_hase.predict.dataset import Measurement, read_csv
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.predict.evaluate import predict_rows
+from slurm_hase.predict.fitting import matrix
 from slurm_hase.predict.forest import predict_one
 from slurm_hase.predict.keys import model_key
 from slurm_hase.predict.modelfile import (
@@ -25,7 +27,7 @@ from slurm_hase.predict.modelfile import (
     predictor_from_json,
     save_model,
 )
-from slurm_hase.predict.train import BLEND_GRID, CF_RANKS, cf_keys, complete, matrix, train
+from slurm_hase.predict.train import train
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import pytest
 from slurm_hase.errors import PredictorError
 from slurm_hase.predict import features as F
 from slurm_hase.predict.api import Predictor
+from slurm_hase.predict.blend import cf_keys
 from slurm_hase.predict.catalog import resolve_gpu
 from slurm_hase.predict.completion import (
     MAX_FACTOR,
@@ -22,10 +23,11 @@ from slurm_hase.predict.completion import (
 )
 from slurm_hase.predict.dataset import Measurement, read_csv
 from slurm_hase.predict.evaluate import predict_rows
+from slurm_hase.predict.fitting import matrix
 from slurm_hase.predict.forest import predict_one
 from slurm_hase.predict.keys import model_key
 from slurm_hase.predict.modelfile import load_predictor, predictor_from_json, save_model
-from slurm_hase.predict.train import cf_keys, matrix, train
+from slurm_hase.predict.train import train
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from slurm_hase.predict.catalog import resolve_gpu
 from slurm_hase.predict.dataset import Measurement, read_csv
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.predict.evaluate import cross_validate, folds, mape, predict_rows
+from slurm_hase.predict.fitting import matrix
 from slurm_hase.predict.forest import predict_one
 from slurm_hase.predict.modelfile import (
     load_predictor,
@@ -26,7 +27,7 @@ from slurm_hase.predict.modelfile import (
 from slurm_hase.predict.models import fill
 from slurm_hase.predict.refit import harvest, harvest_backend, refit
 from slurm_hase.predict.registry import ModelRegistry
-from slurm_hase.predict.train import matrix, train
+from slurm_hase.predict.train import train
 from slurm_hase.slurm.types import AccountingRecord, JobState
 
 
