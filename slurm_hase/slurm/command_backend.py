@@ -76,6 +76,11 @@ def live_jobs(jobs: Sequence[Job]) -> list[Job]:
     return [j for j in jobs if j.state not in FINISHED]
 
 
+# Slurm's commands print times in the caller's SLURM_TIME_FORMAT ("relative", "%s", ...); the
+# parsers read ISO 8601 (parse_text.parse_local_time), so every command runs with "standard"
+SLURM_ENV = {"SLURM_TIME_FORMAT": "standard"}
+
+
 class CommandBackend:
     """SlurmBackend that runs Slurm's commands through `runner`."""
 
@@ -89,7 +94,7 @@ class CommandBackend:
 
     def _run(self, argv: Sequence[str], *, stdin: str | None = None,
              job_id: str | None = None) -> str:
-        result = self.runner.run(argv, stdin=stdin, timeout_s=self.timeout_s)
+        result = self.runner.run(argv, stdin=stdin, env=SLURM_ENV, timeout_s=self.timeout_s)
         if result.returncode != 0:
             raise classify_failure(result, job_id)
         return result.stdout

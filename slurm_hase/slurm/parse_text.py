@@ -106,11 +106,16 @@ def parse_kv_line(line: str) -> dict[str, str]:
 
 
 def complete_lines(raw: str, what: str) -> list[str]:
-    """The lines of `raw`; SlurmParseError if the last one lacks its newline (cut mid-record)."""
+    """The lines of `raw`, split at "\\n" only (as Slurm writes them: a job name may hold
+    characters str.splitlines also breaks at, such as \\x1c or U+2028); SlurmParseError if
+    the last one lacks its newline (cut mid-record)."""
     tail = raw[raw.rfind("\n") + 1:]
     if tail.strip():
         raise SlurmParseError(what, f"output ends mid-record, without a newline: {tail[-60:]!r}")
-    return raw.splitlines()
+    lines = raw.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def _records(raw: str, first_key: str, what: str) -> list[dict[str, str]]:

@@ -176,3 +176,23 @@ def test_saved_mps_job_type_does_not_depend_on_the_account_filter(
     seen = [(r.job_id, r.account, r.nodes, r.alloc_tres, r.state.name, r.elapsed_s)
             for r in read_saved_sacct(saved)]
     assert "mps" not in teamb["gpu_hours"] and teamb["gpu_hours"].get("a100", 0) > 0, seen
+
+
+@pytest.mark.parametrize("time_format", ["relative", "%s"])
+def test_report_reads_sacct_whatever_the_callers_time_format_and_job_names(
+        slurm_backend: CommandBackend, slurm_env: dict[str, str], jobs: list[str],
+        time_format: str) -> None:
+    """sacct and scontrol print times in the caller's SLURM_TIME_FORMAT; a job name may hold
+    characters that str.splitlines breaks at (\\x1c, \\x1e). The report reads both."""
+    name = "odd\x1cname\x1ehere"
+    job_id = slurm_backend.submit([*QUIET, "-A", "teama", "-J", name, "--gpus=1",
+                                   "--wrap", "sleep 1"], None)
+    jobs.append(job_id)
+    [rec] = wait_for("the job in sacct", lambda: _finished(slurm_backend, job_id), 120)
+    assert rec.name == name
+    res = _hase({**slurm_env, "SLURM_TIME_FORMAT": time_format}, "report", "usage",
+                "--since", "now-1hours", "--account", "teama", "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["accounts"][0]["jobs"] >= 1
+    shown = CommandBackend(SubprocessRunner({**slurm_env, "SLURM_TIME_FORMAT": time_format}))
+    assert shown.job(job_id).submit_time == rec.submit_time  # scontrol show job, too

@@ -27,12 +27,14 @@ class FakeRunner:
     def __init__(self, answers: Mapping[tuple[str, ...], tuple[int, str, str]]) -> None:
         self.answers = dict(answers)
         self.calls: list[tuple[tuple[str, ...], str | None]] = []
+        self.envs: list[Mapping[str, str] | None] = []
 
     def run(self, argv: Sequence[str], *, stdin: str | None = None,
             env: Mapping[str, str] | None = None, timeout_s: float = 60.0,
             cwd: str | None = None) -> CommandResult:
         key = tuple(argv)
         self.calls.append((key, stdin))
+        self.envs.append(env)
         if key not in self.answers:
             raise AssertionError(f"unexpected command {key}")
         rc, out, err = self.answers[key]
@@ -75,6 +77,8 @@ def test_reads_through_the_backend(fixtures_dir: Path, v: str) -> None:
     assert [p.name for p in backend.partitions()] == ["gpu", "debug"]
     assert backend.account_shares() == {"teama": 60.0, "teamb": 40.0}
     assert runner.calls[0][0] == ("squeue", "--json")  # no version probe needed for reads
+    # times come in the form the parsers read, whatever SLURM_TIME_FORMAT the caller has
+    assert all(env == {"SLURM_TIME_FORMAT": "standard"} for env in runner.envs)
 
 
 @pytest.mark.parametrize("local", LOCAL)

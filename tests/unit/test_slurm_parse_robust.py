@@ -134,3 +134,21 @@ def test_text_garbage_raises() -> None:
         parse_scontrol_nodes("NodeName=x State=IDLE\n")  # misses Gres, CPUs, AllocTRES
     with pytest.raises(SlurmParseError):
         parse_sacct_parsable("this is not sacct output\n1|2\n")
+
+
+@pytest.mark.parametrize("odd", ["\x1c", "\x1d", "\x1e", "\x0b", "\x0c", "\x85", "\u2028"])
+def test_a_job_name_with_a_character_splitlines_breaks_at_stays_one_record(
+        fixtures_dir: Path, odd: str) -> None:
+    """Slurm ends records with "\\n" only: a job name holding \\x1c, U+2028 and the like is
+    part of its record, not the start of a new one (real sacct output, one name edited)."""
+    from slurm_hase.slurm import commands
+
+    raw = (fixtures_dir / "slurm" / "local-22.05" / "sacct-requeued.txt").read_text()
+    header, first, *rest = raw.split("\n")
+    fields = first.split(commands.SACCT_DELIMITER)
+    name_at = header.split(commands.SACCT_DELIMITER).index("JobName")
+    fields[name_at] = f"a{odd}b"
+    edited = "\n".join([header, commands.SACCT_DELIMITER.join(fields), *rest])
+    recs = parse_sacct_parsable(edited, delimiter=commands.SACCT_DELIMITER)
+    assert len(recs) == len(parse_sacct_parsable(raw, delimiter=commands.SACCT_DELIMITER))
+    assert recs[0].name == f"a{odd}b"
