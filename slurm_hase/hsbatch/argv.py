@@ -8,10 +8,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from slurm_hase.errors import DescriptorError
-from slurm_hase.hsbatch.sbatch_opts import HASE_PREFIX, Scan, scan
+from slurm_hase.hsbatch.sbatch_opts import HASE_PREFIX, SPANK_OPTIONS, Scan, scan
 
 FLAGS = frozenset({"hase-explain", "hase-no-constraint"})
 VALUED = frozenset({"hase-descriptor", "hase-predictor"})
+# the SPANK plugin's options (SPANK_OPTIONS) are sbatch's own where the plugin is installed, so
+# they go to sbatch as given; --hase-mps's share also tells the description (its key mps)
+SPANK = SPANK_OPTIONS
 
 
 def _key_options() -> frozenset[str]:
@@ -28,7 +31,8 @@ class UsageError(DescriptorError):
 class HaseOptions:
     """hsbatch's own options, taken out of the command line."""
 
-    __slots__ = ("explain", "no_constraint", "descriptor_file", "predictor", "pairs")
+    __slots__ = ("explain", "no_constraint", "descriptor_file", "predictor", "pairs",
+                 "mps_option")
 
     def __init__(self) -> None:
         self.explain = False
@@ -36,6 +40,7 @@ class HaseOptions:
         self.descriptor_file: str | None = None
         self.predictor: str | None = None
         self.pairs: list[tuple[str, str]] = []
+        self.mps_option: str | None = None  # --hase-mps's value (passed on to sbatch too)
 
 
 def split_argv(argv: Sequence[str]) -> tuple[list[str], HaseOptions, Scan]:
@@ -46,6 +51,10 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], HaseOptions, Scan]:
     drop: set[int] = set()
     for o in first.opts:
         if not o.name.startswith(HASE_PREFIX):
+            continue
+        if o.name in SPANK:  # the plugin's: left for sbatch
+            if o.name == "hase-mps":
+                opts.mps_option = o.value
             continue
         drop.update(range(o.start, o.end))
         if o.name in FLAGS:
@@ -78,7 +87,7 @@ def _option_hint(name: str) -> str:
     from slurm_hase.predict.descriptor import unknown_key_hint
 
     wanted = name.lower().replace("_", "-")
-    ours = sorted(FLAGS | VALUED | _key_options())
+    ours = sorted(FLAGS | VALUED | SPANK | _key_options())
     close = [wanted] if wanted in ours else difflib.get_close_matches(wanted, ours, n=2)
     if close:
         return f"did you mean {' or '.join('--' + c for c in close)}? "

@@ -152,6 +152,8 @@ def _describe(hopts: HaseOptions, header: Header, label: str, job_gpus: int | No
     sources = describe.Sources()
     if job_gpus is not None and job_gpus > 1:  # lowest precedence: any gpus= given wins
         sources.add_source([describe.Entry("gpus", job_gpus, FROM_REQUEST)])
+    if hopts.mps_option is not None:  # the SPANK plugin's share, unless the description says
+        sources.add_source([describe.Entry("mps", hopts.mps_option, "--hase-mps")])
     if hopts.descriptor_file is not None:
         sources.add_source(describe.file_entries(hopts.descriptor_file))
     sources.add_source(describe.script_entries(header.hase, label))

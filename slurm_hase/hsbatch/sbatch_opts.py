@@ -58,6 +58,8 @@ SHORT_REQUIRED: frozenset[str] = frozenset("abcdeimnoptwxABCDFGJLMNS")
 SHORT_OPTIONAL: frozenset[str] = frozenset("k")
 
 HASE_PREFIX = "hase-"
+# the options slurm-hase's SPANK plugin adds to sbatch (spank/hase_mps.c), each with a value
+SPANK_OPTIONS = frozenset({"hase-mps", "hase-share-tag"})
 HET_SEPARATOR = ":"
 
 
@@ -109,8 +111,9 @@ def resolve_long(name: str) -> str | None:
 def scan(argv: Sequence[str], *, is_ours: frozenset[str] = frozenset()) -> Scan:
     """Split ``argv`` (without the program name) as sbatch's getopt would.
 
-    Long options whose name starts with ``hase-`` are hsbatch's; those named in ``is_ours``
-    take a value (``--hase-key=v`` or ``--hase-key v``), the others are flags.
+    Long options whose name starts with ``hase-`` are hsbatch's, but for the SPANK plugin's
+    (SPANK_OPTIONS); those named in ``is_ours`` and the plugin's take a value (``--hase-key=v``
+    or ``--hase-key v``), the others are flags.
     """
     out = Scan()
     i, n = 0, len(argv)
@@ -138,7 +141,7 @@ def _long(argv: Sequence[str], i: int, out: Scan, is_ours: frozenset[str]) -> in
     body = argv[i][2:]
     name, eq, value = body.partition("=")
     if name.startswith(HASE_PREFIX):
-        if eq or name not in is_ours:
+        if eq or (name not in is_ours and name not in SPANK_OPTIONS):
             out.opts.append(Opt(name, value if eq else None, i, i + 1))
             return i + 1
         nxt = argv[i + 1] if i + 1 < len(argv) else None

@@ -10,6 +10,7 @@ by creating the job's control pipe while the job is held.
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -44,11 +45,18 @@ def test_srun_hase_mps_without_daemon_leaves_env_alone(slurm_runner: SubprocessR
     assert "CUDA_MPS_PIPE_DIRECTORY" not in env and "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" not in env
 
 
-def test_job_with_daemon_gets_task_env(slurm_runner: SubprocessRunner, tmp_path: Path) -> None:
+HSBATCH = str(Path(sys.executable).with_name("hsbatch"))  # the venv's console script
+
+
+@pytest.mark.parametrize("submit", [["sbatch"], [HSBATCH, "--hase-model=resnet50", "--hase-bs=64"]],
+                         ids=["sbatch", "hsbatch"])
+def test_job_with_daemon_gets_task_env(slurm_runner: SubprocessRunner, tmp_path: Path,
+                                       submit: list[str]) -> None:
     """sbatch registers --hase-mps; with the job's control pipe present, its tasks get the
-    per-job directories and the share."""
+    per-job directories and the share. hsbatch passes the plugin's options on to sbatch (with
+    a description of its own, whose --hase-* options it takes out)."""
     out = tmp_path / "out.txt"
-    res = slurm_runner.run(["sbatch", "--parsable", "--hold", "-N1", "--hase-mps=25",
+    res = slurm_runner.run([*submit, "--parsable", "--hold", "-N1", "--hase-mps=25",
                             "--hase-share-tag=t1", "-o", str(out), "--wrap", "env"], timeout_s=60)
     _check_loaded(res)
     assert res.returncode == 0, res.stderr

@@ -425,3 +425,24 @@ def test_gpu_count_from_the_request(tmp_path: Path, sbatch_line: str, hase_line:
 def test_a_mistyped_hase_option_gets_a_suggestion(option: str, hint: str) -> None:
     r = hsbatch([option, "--wrap=true"])
     assert r.code == 2 and r.calls == [] and hint in r.err, r.err
+
+
+def test_the_spank_plugins_options_go_to_sbatch(tmp_path: Path) -> None:
+    """--hase-mps and --hase-share-tag are sbatch's once slurm-hase's SPANK plugin is installed:
+    hsbatch passes them on as given (a description key of the same name must not swallow them),
+    and --hase-mps's share tells the description unless it says otherwise."""
+    job = script(tmp_path, "#SBATCH --gpus=1\n")
+    for argv in (["--hase-share-tag=t1", job], ["--hase-mps", "25", "-N1", job],
+                 ["--hase-mps=25", "--hase-share-tag", "t1", job]):
+        res = hsbatch(argv)
+        assert res.code == 0, res.err
+        assert res.calls == [(["sbatch", *argv], None)]  # nothing described: untouched
+    res = hsbatch(["--hase-mps=25", "--hase-model=resnet50", "--hase-bs=64", job])
+    assert res.code == 0, res.err
+    [(sent, _)] = res.calls
+    assert sent[-2:] == ["--hase-mps=25", job] and "--hase-model=resnet50" not in sent
+    comment = next(a for a in sent if a.startswith("--comment="))
+    assert json.loads(comment.split("=", 1)[1])["mps"] == 25
+    res = hsbatch(["--hase-mps=25", "--hase-model=resnet50", "--hase-mps-share=50", job])
+    comment = next(a for a in res.calls[0][0] if a.startswith("--comment="))
+    assert json.loads(comment.split("=", 1)[1])["mps"] == 50  # the description's own wins
