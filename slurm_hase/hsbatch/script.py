@@ -66,7 +66,9 @@ def parse_header(text: str, label: str) -> Header:
     """Scan ``text``'s header; DescriptorError names ``label`` and the line of a bad #HASE."""
     head = Header()
     in_header = True
-    for lineno, raw in enumerate(text.splitlines(), start=1):
+    # lines end at "\n" alone, as sbatch reads them (str.splitlines would also break at \x1c,
+    # U+2028 and the like, ending the header early and missing the directives after them)
+    for lineno, raw in enumerate(text.split("\n"), start=1):
         line = raw.rstrip("\r")
         stripped = line.strip()
         if in_header and stripped and not stripped.startswith("#"):

@@ -133,3 +133,14 @@ def test_why_nothing_fits_names_memory_and_time() -> None:
     msg = plan.why_nothing_fits(slow, 1.0, 3600)
     assert msg is not None and "time limit of 3600 s" in msg and "fastest: a100, 7200 s" in msg
     assert plan.why_nothing_fits([], None, 3600) is None
+
+
+@pytest.mark.parametrize("odd", ["\u2028", "\x1c", "\x0b", "\x0c", "\x85"])
+def test_header_lines_end_at_newlines_only(odd: str) -> None:
+    """sbatch reads lines up to "\\n": a comment holding U+2028 or \\x1c does not end the
+    header early, so the directives after it count (str.splitlines would break there)."""
+    text = (f"#!/bin/bash\n# note {odd} pasted\n#SBATCH -t 60 --gpus=1\n#SBATCH --constraint=t4\n"
+            "#SBATCH --comment=mine\n#HASE model=resnet50\nsrun true\n")
+    head = parse_header(text, "job.sh")
+    assert head.directives == [["-t", "60", "--gpus=1"], ["--constraint=t4"], ["--comment=mine"]]
+    assert [h.key for h in head.hase] == ["model"] and not head.late_hase
