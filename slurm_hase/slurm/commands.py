@@ -134,5 +134,7 @@ def sacctmgr_accounts() -> list[str]:
 
 
 def sacctmgr_shares() -> list[str]:
-    """Associations with their fairshare weights, ``account|user|share`` per line."""
-    return ["sacctmgr", "show", "assoc", "format=account,user,share", "-P", "-n"]
+    """Associations with their fairshare weights and the account tree,
+    ``account|parent|user|share`` per line (an account's row has its parent, a user's row
+    its user)."""
+    return ["sacctmgr", "show", "assoc", "format=account,parentname,user,share", "-P", "-n"]

@@ -237,26 +237,67 @@ def parse_scontrol_partitions(raw: str) -> list[Partition]:
 
 
 def parse_sacctmgr_shares(raw: str) -> dict[str, float]:
-    """``sacctmgr show assoc format=account,user,share -P -n`` -> {account: share}.
+    """``sacctmgr show assoc format=account,parentname,user,share -P -n`` -> {account: share}.
 
-    Only account rows (empty user) count; the tree root ``root`` and non-numeric shares
-    (``parent``) are left out.
+    Slurm weighs an association's share against its siblings' only (the sub-accounts and the
+    users of the same parent account). Each account's share here is its part of the whole
+    tree, in the units of the shares of root's children: an account's part of its parent's,
+    times the part of it that its own users hold beside its sub-accounts (the jobs of a
+    sub-account count as the sub-account's). In a flat tree (every account under root) that
+    is the share sacctmgr shows. The tree root ``root`` and accounts whose share is
+    ``parent`` are left out, as are accounts none of whose ancestors reaches root.
     """
-    shares: dict[str, float] = {}
+    accounts: dict[str, tuple[str, float | None]] = {}  # account -> (parent, share or None)
+    users: dict[str, float] = {}  # account -> its users' shares, summed
     for line in complete_lines(raw, "sacctmgr shares"):
         if not line.strip():
             continue
         fields = line.split("|")
-        if len(fields) != 3:
-            raise SlurmParseError("sacctmgr shares", f"expected account|user|share: {line!r}")
-        account, user, share = (f.strip() for f in fields)
-        if user or account == "root" or not account:
+        if len(fields) != 4:
+            raise SlurmParseError("sacctmgr shares",
+                                  f"expected account|parent|user|share: {line!r}")
+        account, parent, user, share = (f.strip() for f in fields)
+        if not account:
             continue
         try:
-            shares[account] = float(share)
+            value: float | None = float(share)
         except ValueError:
             if share.lower() != "parent":
                 raise SlurmParseError("sacctmgr shares", f"bad share {share!r}") from None
+            value = None
+        if user:
+            users[account] = users.get(account, 0.0) + (value or 0.0)
+        else:
+            accounts[account] = (parent, value)
+    children: dict[str, float] = {}  # account -> its sub-accounts' and users' shares, summed
+    for parent, value in accounts.values():
+        children[parent] = children.get(parent, 0.0) + (value or 0.0)
+    for account, value in users.items():
+        children[account] = children.get(account, 0.0) + value
+    whole: dict[str, float | None] = {"root": children.get("root", 0.0)}
+
+    def part(account: str, seen: frozenset[str] = frozenset()) -> float | None:
+        """The account's part of the tree (root's children's units); None: not reachable."""
+        if account in whole:
+            return whole[account]
+        entry = accounts.get(account)
+        if entry is None or entry[1] is None or account in seen:
+            whole[account] = None
+            return None
+        above = part(entry[0], seen | {account})
+        siblings = children.get(entry[0], 0.0)
+        whole[account] = None if above is None or siblings <= 0 else above * entry[1] / siblings
+        return whole[account]
+
+    shares: dict[str, float] = {}
+    for account in accounts:
+        mine = part(account)
+        if account == "root" or mine is None:
+            continue
+        below = children.get(account, 0.0)
+        own = users.get(account, 0.0)
+        # an account with sub-accounts keeps its users' part; one without keeps it all
+        shares[account] = mine * own / below if below > 0 and own < below else mine
     return shares
 
 

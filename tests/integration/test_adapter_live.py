@@ -12,6 +12,7 @@ import pytest
 
 from slurm_hase.errors import HaseError, JobNotFoundError, SlurmCommandError
 from slurm_hase.slurm.command_backend import CommandBackend
+from slurm_hase.slurm.runner import SubprocessRunner
 from slurm_hase.slurm.tres import format_gpu_tres
 from slurm_hase.slurm.types import AccountingRecord, GpuRequest, Job, JobState, JobUpdate
 from tests.conftest import REPO
@@ -73,6 +74,29 @@ def test_version_nodes_partitions_shares(slurm_backend: CommandBackend) -> None:
     assert {a: shares.get(a) for a in ("teama", "teamb")} == {"teama": 60.0, "teamb": 40.0}
     # sacctmgr's account list has root too, which has no share row of its own
     assert {"root", "teama", "teamb"} <= slurm_backend.accounts() and "root" not in shares
+
+
+def test_account_shares_follow_the_account_tree(slurm_backend: CommandBackend,
+                                                slurm_runner: SubprocessRunner) -> None:
+    """A share counts against its siblings only: physics (1, beside teama 60, teamb 40 and
+    root's user root 1) with physa (3) and its own user (2) below it gives physa 1 x 3/5 and
+    physics 1 x 2/5 of root's 102, whatever physa's 3 would be beside teama's 60."""
+    made = [["add", "account", "physics", "parent=root", "fairshare=1"],
+            ["add", "account", "physa", "parent=physics", "fairshare=3"],
+            ["add", "user", "root", "account=physics", "fairshare=2"],
+            ["add", "user", "root", "account=physa", "fairshare=1"]]
+    try:
+        for words in made:
+            slurm_runner.run(["sacctmgr", "-i", *words]).check()
+        shares = slurm_backend.account_shares()
+        assert {a: shares.get(a) for a in ("physics", "physa", "teama", "teamb")} == \
+            pytest.approx({"physics": 0.4, "physa": 0.6, "teama": 60.0, "teamb": 40.0})
+    finally:
+        for words in (["delete", "user", "root", "account=physa"],
+                      ["delete", "user", "root", "account=physics"],
+                      ["delete", "account", "physa"], ["delete", "account", "physics"]):
+            slurm_runner.run(["sacctmgr", "-i", *words])
+    assert "physa" not in slurm_backend.account_shares()
 
 
 def test_held_job_is_pending_with_typed_request(slurm_backend: CommandBackend,

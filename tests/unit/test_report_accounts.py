@@ -20,7 +20,8 @@ from slurm_hase.slurm.types import AccountingRecord, Job, JobState, Node
 
 LOCAL = "local-22.05"
 # sacctmgr of a tree with a sub-account whose fairshare is `parent` (physics under teama)
-PARENT_ASSOC = "root||1\nroot|root|1\nteama||60\nphysics||parent\nphysics|alice|1\nteamb||40\n"
+PARENT_ASSOC = ("root|||1\nroot||root|1\nteama|root||60\nphysics|root||parent\nphysics||alice|1\n"
+                "teamb|root||40\n")
 PARENT_ACCOUNTS = "root\nteama\nphysics\nteamb\n"
 
 
@@ -217,3 +218,21 @@ def test_live_account_filter_uses_sacctmgr_shares_of_every_account(
                                    "teama", "--json"])
     [teama] = json.loads(res.stdout)["accounts"]
     assert teama["entitlement"] == pytest.approx(0.6) and teama["ratio"] == pytest.approx(1 / 0.6)
+
+
+def test_entitlements_follow_the_account_tree(fixtures_dir: Path) -> None:
+    """capture-local.sh's tree: physa's share 3 counts against its siblings under physics
+    (share 1 of root's 102), not against teama's 60: one GPU-hour each in physa and teama is
+    physa at ~100x its entitlement, not ~20x (as when every share sat beside every other)."""
+    from slurm_hase.reports.fairness import fairness_report
+
+    tree = parse_sacctmgr_shares(
+        (fixtures_dir / "slurm" / LOCAL / "sacctmgr-shares-tree.txt").read_text())
+    recs = [AccountingRecord(str(i), "j", account, "alice", JobState.COMPLETED, submit_time=0,
+                             start_time=0, end_time=3600, elapsed_s=3600, alloc_gpus={"t4": 1},
+                             nodes="t4-1") for i, account in enumerate(("physa", "teama"))]
+    rows = {r.account: r for r in fairness_report(recs, shares=tree).accounts}
+    total = 0.4 + 0.6 + 60 + 40  # every account's part of the tree (root and physb left out)
+    assert rows["physa"].entitlement == pytest.approx(0.6 / total)
+    assert rows["teama"].entitlement == pytest.approx(60 / total)
+    assert rows["physa"].ratio == pytest.approx(0.5 / (0.6 / total))

@@ -51,4 +51,4 @@ def test_simple_commands() -> None:
     assert commands.sbatch(["-J", "a b;rm -rf /", "--gpus=1"]) == [
         "sbatch", "--parsable", "-J", "a b;rm -rf /", "--gpus=1"]
     assert commands.sacctmgr_shares() == [
-        "sacctmgr", "show", "assoc", "format=account,user,share", "-P", "-n"]
+        "sacctmgr", "show", "assoc", "format=account,parentname,user,share", "-P", "-n"]

@@ -112,11 +112,24 @@ def test_sacctmgr_shares_from_local_cluster(fixtures_dir: Path, local: str) -> N
     raw = cap(fixtures_dir, local, "sacctmgr-shares.txt")
     assert parse_sacctmgr_shares(raw) == {"teama": 60.0, "teamb": 40.0}
     with pytest.raises(SlurmParseError, match="mid-record"):  # cut output: never teama=6
-        parse_sacctmgr_shares(raw[: raw.index("teama||60") + len("teama||6")])
+        parse_sacctmgr_shares(raw[: raw.index("teama|root||60") + len("teama|root||6")])
+    with pytest.raises(SlurmParseError, match="account|parent|user|share"):
+        parse_sacctmgr_shares("teama||60\n")  # the format before the tree was asked for
     with pytest.raises(SlurmParseError):
-        parse_sacctmgr_shares("teama|60\n")
-    with pytest.raises(SlurmParseError):
-        parse_sacctmgr_shares("teama||lots\n")
+        parse_sacctmgr_shares("teama|root||lots\n")
+
+
+@pytest.mark.parametrize("local", ["local-22.05", "local-24.11"])
+def test_sacctmgr_shares_of_an_account_tree(fixtures_dir: Path, local: str) -> None:
+    """Shares count against siblings only (capture-local.sh's tree): root's children are the
+    user root (1), physics (1), teama (60) and teamb (40); physics' are its user root (2),
+    physa (3) and physb (share "parent"). physa holds 1 x 3/5 of the tree in root's units,
+    physics' own users 1 x 2/5; physb and root are left out."""
+    raw = cap(fixtures_dir, local, "sacctmgr-shares-tree.txt")
+    assert parse_sacctmgr_shares(raw) == pytest.approx(
+        {"physics": 0.4, "physa": 0.6, "teama": 60.0, "teamb": 40.0})
+    # an account whose parent is not in the tree is not reachable from root: left out
+    assert "lost" not in parse_sacctmgr_shares(raw + "lost|nowhere||5\n")
 
 
 def test_sacct_text_with_unit_separator(fixtures_dir: Path) -> None:
