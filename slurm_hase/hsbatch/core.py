@@ -7,13 +7,15 @@ exactly as sbatch would submit it, with one warning line on stderr.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from slurm_hase.errors import DescriptorError, SlurmCommandError, SlurmError
 from slurm_hase.hsbatch.argv import HaseOptions, split_argv
 from slurm_hase.hsbatch.sbatch_opts import Scan
-from slurm_hase.hsbatch.script import Header, parse_header, read_script
+from slurm_hase.hsbatch.script import Header, keep_copy, parse_header, read_once, read_script
 
 if TYPE_CHECKING:  # the rest loads only when a job carries a description (startup time)
     from slurm_hase.hsbatch.cluster import Summary
@@ -76,6 +78,16 @@ class Deps:
 
 def run(argv: Sequence[str], io: Io, deps: Deps) -> int:
     """One hsbatch invocation; returns the exit code (sbatch's, or 2 for a bad description)."""
+    copies: list[str] = []  # scripts read once (a pipe), kept for sbatch until it returns
+    try:
+        return _run(argv, io, deps, copies)
+    finally:
+        for path in copies:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
+def _run(argv: Sequence[str], io: Io, deps: Deps, copies: list[str]) -> int:
     try:
         sb_argv, hopts, sc = split_argv(argv)
     except DescriptorError as exc:
@@ -96,7 +108,13 @@ def run(argv: Sequence[str], io: Io, deps: Deps) -> int:
     label, text = "script", None
     if sc.script_index is not None:
         label = sb_argv[sc.script_index]
-        text = read_script(label)
+        once = read_once(label)
+        if once is None:
+            text = read_script(label)
+        else:  # sbatch gets a copy: it could not read the pipe again
+            copies.append(keep_copy(once))
+            sb_argv = [*sb_argv[:sc.script_index], copies[-1], *sb_argv[sc.script_index + 1:]]
+            text = once.decode("utf-8", "replace")
     elif not sc.has("wrap"):
         stdin_text = text = io.read_stdin()
         label = "stdin"

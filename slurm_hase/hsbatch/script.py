@@ -7,6 +7,8 @@ lines after it are reported (hsbatch warns), not used.
 
 from __future__ import annotations
 
+import os
+import stat
 from typing import NamedTuple
 
 from slurm_hase.errors import DescriptorError
@@ -120,3 +122,27 @@ def read_script(path: str) -> str | None:
     except OSError:
         return None
     return data.decode("utf-8", "replace")
+
+
+def read_once(path: str) -> bytes | None:
+    """All of a script that can be read only once (a pipe, a FIFO, the /dev/fd/N of a process
+    substitution), which sbatch could then not read again; None for a regular file or a path
+    that cannot be read (sbatch reads it itself, or says why)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode) and not os.path.isdir(path):
+            with open(path, "rb") as fh:
+                return fh.read()
+    except OSError:
+        pass
+    return None
+
+
+def keep_copy(data: bytes) -> str:
+    """A private temporary file holding `data` (a script read once), for sbatch to read; the
+    caller removes it once sbatch has returned (sbatch sends the script's text to Slurm)."""
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="hsbatch-", suffix=".sh")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    return path

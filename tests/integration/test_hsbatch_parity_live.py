@@ -131,3 +131,26 @@ def test_a_retried_job_records_no_constraint(slurm_env: dict[str, str], tmp_path
     assert _field(slurm_env, job, "Features") == "(null)"
     comment = _field(slurm_env, job, "Comment")
     assert "resnet50" in comment and '"at"' not in comment, comment
+
+
+@pytest.mark.parametrize("how", ["process-substitution", "pipe-to-dev-stdin"])
+def test_a_script_read_from_a_pipe_is_not_lost(slurm_env: dict[str, str], tmp_path: Path,
+                                               submitted: list[str], how: str) -> None:
+    """A script sbatch can read only once (`<(...)`, `... | sbatch /dev/stdin`): hsbatch reads
+    it for its description and hands sbatch a copy, so both submit, and the description and
+    the job's own directives count; the copy is gone afterwards."""
+    s = _script(tmp_path, f"#SBATCH {BEGIN}\n#SBATCH -J piped\n" + DESC)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**slurm_env, "TMPDIR": str(tmp)}
+    for tool in ("sbatch", " ".join(HSBATCH)):
+        line = (f"{tool} --parsable <(cat {s})" if how == "process-substitution"
+                else f"cat {s} | {tool} --parsable /dev/stdin")
+        r = subprocess.run(["bash", "-c", line], env=env, cwd=tmp_path, capture_output=True,
+                           text=True, timeout=120, check=False)
+        assert r.returncode == 0, f"{tool}: {r.stderr!r}"
+        job = r.stdout.strip().split(";")[0]
+        submitted.append(job)
+        assert _field(slurm_env, job, "JobName") == "piped"
+    assert '"model":"resnet50"' in _field(slurm_env, job, "Comment")  # hsbatch's job
+    assert list(tmp.iterdir()) == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from slurm_hase.hsbatch import plan
@@ -144,3 +146,27 @@ def test_header_lines_end_at_newlines_only(odd: str) -> None:
     head = parse_header(text, "job.sh")
     assert head.directives == [["-t", "60", "--gpus=1"], ["--constraint=t4"], ["--comment=mine"]]
     assert [h.key for h in head.hase] == ["model"] and not head.late_hase
+
+
+def test_a_script_on_a_pipe_is_read_once_and_a_file_is_not(tmp_path: Path) -> None:
+    """read_once takes the whole of what only one reader can have (a pipe), never a file."""
+    import os
+
+    from slurm_hase.hsbatch.script import keep_copy, read_once
+
+    r, w = os.pipe()
+    os.write(w, b"#!/bin/bash\n#SBATCH -J x\n\xff\n")
+    os.close(w)
+    try:
+        data = read_once(f"/dev/fd/{r}")
+    finally:
+        os.close(r)
+    assert data == b"#!/bin/bash\n#SBATCH -J x\n\xff\n"
+    copy = keep_copy(data)
+    try:
+        assert Path(copy).read_bytes() == data and (os.stat(copy).st_mode & 0o777) == 0o600
+    finally:
+        os.unlink(copy)
+    (tmp_path / "job.sh").write_text("#!/bin/bash\n")
+    assert read_once(str(tmp_path / "job.sh")) is None and read_once(str(tmp_path)) is None
+    assert read_once(str(tmp_path / "missing.sh")) is None
