@@ -8,8 +8,10 @@ from __future__ import annotations
 import contextlib
 import io as io_module
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import TextIO
 
 from slurm_hase.hsbatch.core import Deps, Io, run
@@ -52,6 +54,21 @@ class ClosedPipeSafe:
             os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
 
 
+@contextlib.contextmanager
+def _ctrl_c_goes_to_sbatch() -> Iterator[None]:
+    """While sbatch runs, SIGINT does not stop hsbatch: a Ctrl-C reaches sbatch too (the same
+    process group), which ends (with `--wait`, the job runs on), and its output, the job's id
+    with it, is still relayed. Before and after, Ctrl-C stops hsbatch as usual."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: None)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point; returns sbatch's exit code.
 
@@ -66,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out, err = ClosedPipeSafe(sys.stdout), ClosedPipeSafe(sys.stderr)
     io = Io(read_stdin=_read_stdin, out=out, err=err, env=os.environ)
     deps = Deps(runner=SubprocessRunner(), sbatch=os.environ.get("HSBATCH_SBATCH", "sbatch"),
-                cache=True)
+                cache=True, shield=_ctrl_c_goes_to_sbatch)
     try:
         code = run(args, io, deps)
     finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol
 
 from slurm_hase.errors import DescriptorError, SlurmCommandError, SlurmError
@@ -62,18 +63,22 @@ class Deps:
     """Replaceable collaborators: the runner, how to read the cluster, how to predict, and
     whether to use the per-user cluster cache (see :mod:`slurm_hase.hsbatch.cluster`)."""
 
-    __slots__ = ("runner", "sbatch", "cluster", "predictor", "cache")
+    __slots__ = ("runner", "sbatch", "cluster", "predictor", "cache", "shield")
 
     def __init__(
         self, runner: Runner, sbatch: str = "sbatch",
         cluster: Callable[[Runner], tuple[Sequence[Node], Sequence[Partition]]] | None = None,
         predictor: Callable[[str | None], PredictFn] | None = None, cache: bool = False,
+        shield: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
     ) -> None:
         self.runner = runner
         self.sbatch = sbatch
         self.cluster = cluster
         self.predictor = predictor
         self.cache = cache
+        # held while sbatch runs: the CLI's keeps a Ctrl-C from killing hsbatch before sbatch,
+        # which gets it too, ends and has its output ("Submitted batch job N") relayed
+        self.shield = shield
 
 
 def run(argv: Sequence[str], io: Io, deps: Deps) -> int:
@@ -378,13 +383,16 @@ def _sbatch(deps: Deps, args: Sequence[str], stdin: str | None, io: Io,
     once more with those, so that what hsbatch adds never loses a job sbatch would take (a
     constraint that leaves too few nodes of the job's shape, say)."""
     try:
-        result = deps.runner.run([deps.sbatch, *args], stdin=stdin, timeout_s=SBATCH_TIMEOUT_S)
+        with deps.shield():
+            result = deps.runner.run([deps.sbatch, *args], stdin=stdin,
+                                     timeout_s=SBATCH_TIMEOUT_S)
         if retry is not None and result.returncode != 0 and _no_nodes_fit(result.stderr):
             why = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else ""
             io.err.write(f"{WARN}sbatch refused the job with the GPU-type constraint hsbatch "
                          f"added ({why}); submitting it without that constraint\n")
-            result = deps.runner.run([deps.sbatch, *retry], stdin=stdin,
-                                     timeout_s=SBATCH_TIMEOUT_S)
+            with deps.shield():
+                result = deps.runner.run([deps.sbatch, *retry], stdin=stdin,
+                                         timeout_s=SBATCH_TIMEOUT_S)
     except SlurmCommandError as exc:
         io.err.write(f"hsbatch: {exc.stderr}\n")
         return exc.returncode

@@ -154,3 +154,31 @@ def test_a_script_read_from_a_pipe_is_not_lost(slurm_env: dict[str, str], tmp_pa
         assert _field(slurm_env, job, "JobName") == "piped"
     assert '"model":"resnet50"' in _field(slurm_env, job, "Comment")  # hsbatch's job
     assert list(tmp.iterdir()) == []
+
+
+def test_ctrl_c_during_wait_still_relays_the_job_id(slurm_env: dict[str, str], tmp_path: Path,
+                                                    submitted: list[str]) -> None:
+    """Ctrl-C (SIGINT to the foreground process group) while `--wait` waits: sbatch ends and
+    the job runs on; hsbatch relays sbatch's "Submitted batch job N" and exits 130, as sbatch
+    does (128 + SIGINT), rather than dying with a traceback and the id lost."""
+    import os
+    import signal
+    import time
+
+    for n, cmd in enumerate((["sbatch"], HSBATCH)):
+        name = f"it-ctrl-c-{os.getpid()}-{n}"
+        p = subprocess.Popen([*cmd, "--wait", "-J", name, "-o", "/dev/null", "--wrap", "sleep 60"],
+                             env=slurm_env, cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while not subprocess.run(["squeue", "-h", "-n", name, "-o", "%i"], env=slurm_env,
+                                 capture_output=True, text=True, check=False).stdout.strip():
+            assert time.monotonic() < deadline, "no job submitted within 60 s"
+            time.sleep(0.2)
+        time.sleep(1)  # sbatch is waiting now
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        ids = re.findall(r"Submitted batch job (\d+)", out)
+        submitted.extend(ids)
+        assert len(ids) == 1, f"{cmd[0]}: {out!r} {err!r}"
+        assert p.returncode in (130, -signal.SIGINT) and "Traceback" not in err, (cmd, err)
