@@ -115,7 +115,9 @@ def _tres_int(value: str, key: str) -> int:
 
 
 def gpus_from_tres(tres: Mapping[str, str] | str | None) -> dict[str, int]:
-    """GPU counts by type from a TRES list; untyped-only totals come back under ""."""
+    """GPU counts by type from a TRES list; GPUs of no tracked type come back under "" (all of
+    them, or the part of ``gres/gpu`` its typed entries leave: AccountingStorageTRES may track
+    some types only)."""
     items = parse_tres_list(tres) if tres is None or isinstance(tres, str) else dict(tres)
     typed: dict[str, int] = {}
     total = 0
@@ -126,9 +128,8 @@ def gpus_from_tres(tres: Mapping[str, str] | str | None) -> dict[str, int]:
         elif name.startswith("gres/gpu:"):
             typed[name.split(":", 1)[1]] = _tres_int(value, key)
     typed = {k: v for k, v in typed.items() if v > 0}
-    if typed:
-        return typed
-    return {"": total} if total > 0 else {}
+    rest = total - sum(typed.values())
+    return {**typed, "": rest} if rest > 0 else typed
 
 
 def mps_from_tres(tres: Mapping[str, str] | str | None) -> int:

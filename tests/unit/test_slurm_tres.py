@@ -114,3 +114,12 @@ def test_build_then_parse_round_trips(version: tuple[int, int], req: GpuRequest)
     text = format_request(req, version)
     tpj, tpn = (text, "") if req.scope == "job" else ("", text)
     assert gpu_request(tpj, tpn) == req
+
+
+def test_gpus_of_untracked_types_are_kept_beside_the_tracked_ones() -> None:
+    """AccountingStorageTRES may list gres/gpu:a100 and not v100: a job holding 2 of each has
+    gres/gpu=4 and gres/gpu:a100=2, and the 2 others are untyped GPUs, not lost."""
+    assert gpus_from_tres("cpu=4,gres/gpu=4,gres/gpu:a100=2") == {"a100": 2, "": 2}
+    assert gpus_from_tres("gres/gpu=4,gres/gpu:a100=2,gres/gpu:v100=2") == {"a100": 2, "v100": 2}
+    assert gpus_from_tres("gres/gpu=2") == {"": 2}
+    assert gpus_from_tres("gres/gpu:t4=1,gres/gpu=1") == {"t4": 1}
