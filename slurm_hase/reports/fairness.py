@@ -263,6 +263,11 @@ def fairness_report(
     if shares is not None and not warnings:
         basis = BY_RATIO
         values = [r.ratio for r in accounts.values() if r.ratio is not None]
+        left_out = sorted(a for a, r in accounts.items() if r.ratio is None)
+        if len(values) == 1 and left_out:  # an index over one value is 1 whatever it is
+            warnings.append(f"Jain's index is taken over one account only: "
+                            f"{', '.join(left_out)} {'has' if len(left_out) == 1 else 'have'} "
+                            f"jobs but no share, so the 1.000 says nothing of fairness")
     else:
         basis = BY_HOURS
         values = [r.norm_gpu_hours for r in accounts.values()]

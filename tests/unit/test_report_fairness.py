@@ -188,7 +188,11 @@ def test_shares_that_entitle_no_account_fall_back_to_normalised_hours() -> None:
     assert fairness_report(records, shares={"a": 0, "z": 1}).warnings[0].startswith(
         "no account in the report has a positive share")
     rep = fairness_report(records, shares={"a": 1, "z": 1})  # one entitled account is enough
-    assert rep.jain_basis == "share/entitlement" and rep.warnings == []
+    assert rep.jain_basis == "share/entitlement" and rep.jain_index == 1.0
+    # ... for the basis, but an index over one value is 1 whatever it is: said
+    assert rep.warnings == ["Jain's index is taken over one account only: b has jobs but no "
+                            "share, so the 1.000 says nothing of fairness"]
+    assert fairness_report(records, shares={"a": 1, "b": 1}).warnings == []
     with pytest.raises(ConfigError, match="negative share for account 'b': -1"):
         fairness_report(records, shares={"a": 1, "b": -1})
 
