@@ -52,13 +52,14 @@ def started(rec: AccountingRecord) -> bool:
 
 
 def run_seconds(rec: AccountingRecord, window: tuple[int, int] | None = None) -> float:
-    """Seconds the job ran, clipped to window=(start, end) epoch seconds when given."""
+    """Seconds the job held its allocation (start to end; a job still running: its elapsed
+    time), clipped to window=(start, end) epoch seconds when given. Time suspended counts, as
+    the GPUs stay allocated, with a window or without (Elapsed leaves it out)."""
     if rec.start_time is None:
         return 0.0
-    if window is None:
-        return float(max(rec.elapsed_s, 0))
     end = rec.end_time if rec.end_time is not None else rec.start_time + max(rec.elapsed_s, 0)
-    lo, hi = max(rec.start_time, window[0]), min(end, window[1])
+    lo, hi = ((rec.start_time, end) if window is None
+              else (max(rec.start_time, window[0]), min(end, window[1])))
     return float(max(hi - lo, 0))
 
 

@@ -223,3 +223,15 @@ def test_only_users_keeps_their_rows_and_their_accounts_whole() -> None:
     only_bob = only_users(rep, ["bob"])
     assert [a.account for a in only_bob.accounts] == ["phys"]
     assert only_users(rep, ["nobody"]).accounts == []
+
+
+def test_time_suspended_counts_with_a_window_and_without() -> None:
+    """A job suspended 9 of its 10 hours (Elapsed 1 h) held its GPUs all 10: the same with
+    a window as without, where the report used to count 1 h without and 10 h with one."""
+    import dataclasses
+
+    held = dataclasses.replace(rec("1", "a", "u", {"v100": 1}, 36000), elapsed_s=3600)
+    assert run_seconds(held) == run_seconds(held, window=(0, 10**6)) == 36000
+    assert run_seconds(held, window=(10, 10 + 1800)) == 1800
+    running = dataclasses.replace(held, end_time=None, state=JobState.RUNNING)
+    assert run_seconds(running) == 3600  # still running: its elapsed time so far
