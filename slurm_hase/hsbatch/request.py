@@ -81,9 +81,10 @@ def build_request(
             continue
         u, t = (classify_gres if name == "gres" else classify_gpus)(value)
         untyped, typed = untyped or u, typed or t
-    constrained = any(
-        effective(n, cli, env, script) not in (None, "")
-        for n in ("constraint", "nodelist", "nodefile", "exclude")
+    # a constraint given empty (--constraint=) is the user's too: no constraint, which a
+    # constraint of hsbatch's put before it would not survive (sbatch takes the last one)
+    constrained = effective("constraint", cli, env, script) is not None or any(
+        effective(n, cli, env, script) not in (None, "") for n in ("nodelist", "nodefile", "exclude")
     )
     partition = effective("partition", cli, env, script) or ""
     return Request(

@@ -446,3 +446,16 @@ def test_the_spank_plugins_options_go_to_sbatch(tmp_path: Path) -> None:
     res = hsbatch(["--hase-mps=25", "--hase-model=resnet50", "--hase-mps-share=50", job])
     comment = next(a for a in res.calls[0][0] if a.startswith("--comment="))
     assert json.loads(comment.split("=", 1)[1])["mps"] == 50  # the description's own wins
+
+
+@pytest.mark.parametrize("given", [["--constraint="], ["-C", ""]])
+def test_an_empty_constraint_is_the_users_no_constraint(tmp_path: Path, given: list[str]) -> None:
+    """`--constraint=` (empty) is the user's choice of no constraint: sbatch takes the last
+    one given, so hsbatch's own before it would not hold, yet its comment would record it."""
+    s = script(tmp_path, "#SBATCH --gres=gpu:1\n#SBATCH -t 10\n#HASE model=resnet50 bs=64\n"
+                         "#HASE iterations=2000\n")
+    r = hsbatch([*given, s], env={"HASE_SPEED_SLACK": "0"})
+    (argv, _), = r.calls
+    assert not any(a.startswith("--constraint=") for a in argv[: -1 - len(given)])
+    comment = next(a for a in argv if a.startswith("--comment=")).removeprefix("--comment=")
+    assert WorkloadDescriptor.from_comment(comment).auto_types == ()
