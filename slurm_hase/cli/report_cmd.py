@@ -8,7 +8,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from slurm_hase.reports.fairness import (
     FairnessReport,
     fairness_report,
     node_gpu_types,
+    node_mps_per_gpu,
     only_accounts,
 )
 from slurm_hase.reports.format import fairness_table, usage_table
@@ -53,6 +54,7 @@ class Inputs:
     # tell (a saved file, sacctmgr failing). Not the shares' keys: those lack root and accounts
     # whose fairshare is `parent`
     known_accounts: Callable[[], set[str] | None] = _cannot_tell
+    node_mps: dict[str, int] = field(default_factory=dict)  # node -> MPS count of one GPU
 
 
 def _backend() -> Any:
@@ -74,16 +76,18 @@ def _live(since: str, until: str) -> Inputs:
                    "out and Jain's index is over normalised GPU-hours", err=True)
         shares = None
     try:
-        node_types = node_gpu_types(backend.nodes())
+        nodes = backend.nodes()
     except SlurmError:
-        node_types = {}
+        nodes = []
+    node_types, node_mps = node_gpu_types(nodes), node_mps_per_gpu(nodes)
     try:
         queue: list[Job] | None = list(backend.jobs())
     except SlurmError as exc:
         click.echo(f"hase: warning: squeue failed ({exc}); pending jobs counted from sacct, "
                    "which leaves out held ones", err=True)
         queue = None
-    return Inputs(list(records), shares, node_types, queue, lambda: _slurm_accounts(backend))
+    return Inputs(list(records), shares, node_types, queue, lambda: _slurm_accounts(backend),
+                  node_mps)
 
 
 def _slurm_accounts(backend: SlurmBackend) -> set[str] | None:
@@ -148,7 +152,8 @@ def build_report(since: str | None, until: str | None, accounts: str, weights: s
 
     def make(w: dict[str, float] | None) -> FairnessReport:
         return fairness_report(found, speed_weights=w, shares=share_map,
-                               node_types=inputs.node_types, window=clip, guess_from=guess_from)
+                               node_types=inputs.node_types, window=clip, guess_from=guess_from,
+                               node_mps=inputs.node_mps)
 
     types = make(None).gpu_types
     if weights == "none":

@@ -27,8 +27,10 @@ _RUNNING = frozenset({JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING}
 
 
 def job_gpus(rec: AccountingRecord, node_types: Mapping[str, str] | None = None,
-             mps_per_gpu: int = 100) -> dict[str, float]:
-    """GPUs held by one job, by type (fractional for MPS)."""
+             mps_per_gpu: int = 100, node_mps: Mapping[str, int] | None = None
+             ) -> dict[str, float]:
+    """GPUs held by one job, by type (fractional for MPS: the job's mps count over the MPS
+    count of one GPU of its node, `node_mps`, else `mps_per_gpu`)."""
     out: dict[str, float] = {}
     for gpu_type, count in rec.alloc_gpus.items():
         key = gpu_type or UNTYPED
@@ -36,7 +38,19 @@ def job_gpus(rec: AccountingRecord, node_types: Mapping[str, str] | None = None,
     mps = mps_from_tres(rec.alloc_tres)
     if mps > 0 and not rec.alloc_gpus:
         key = (node_types or {}).get(rec.nodes, MPS_UNKNOWN)
-        out[key] = out.get(key, 0.0) + mps / float(mps_per_gpu)
+        per_gpu = (node_mps or {}).get(rec.nodes, mps_per_gpu)
+        out[key] = out.get(key, 0.0) + mps / float(per_gpu)
+    return out
+
+
+def node_mps_per_gpu(nodes: Iterable[Node]) -> dict[str, int]:
+    """Node -> the MPS count of one of its GPUs (gres/mps over its GPUs), for nodes with both;
+    Slurm splits a node's mps count evenly over its GPUs."""
+    out: dict[str, int] = {}
+    for node in nodes:
+        gpus = sum(c for c in node.gpus.values() if c > 0)
+        if gpus > 0 and node.mps_total > 0 and node.mps_total // gpus > 0:
+            out[node.name] = node.mps_total // gpus
     return out
 
 
@@ -229,6 +243,7 @@ def fairness_report(
     window: tuple[int, int] | None = None,
     mps_per_gpu: int = 100,
     guess_from: Iterable[AccountingRecord] | None = None,
+    node_mps: Mapping[str, int] | None = None,
 ) -> FairnessReport:
     """Build the report. speed_weights: GPU type -> relative speed (missing = 1.0, listed in
     defaulted_weights). shares: account -> raw fair-share (sacctmgr, >= 0, else ConfigError);
@@ -250,7 +265,7 @@ def fairness_report(
             hours: dict[str, float] = {}
             for rec in mine:
                 secs = run_seconds(rec, window)
-                for t, n in job_gpus(rec, types_by_node, mps_per_gpu).items():
+                for t, n in job_gpus(rec, types_by_node, mps_per_gpu, node_mps).items():
                     hours[t] = hours.get(t, 0.0) + n * secs / 3600.0
             acct = accounts.setdefault(account, UsageRow(account=account))
             user = users.setdefault((account, user_name), UsageRow(account=account, user=user_name))

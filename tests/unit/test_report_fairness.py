@@ -235,3 +235,19 @@ def test_time_suspended_counts_with_a_window_and_without() -> None:
     assert run_seconds(held, window=(10, 10 + 1800)) == 1800
     running = dataclasses.replace(held, end_time=None, state=JobState.RUNNING)
     assert run_seconds(running) == 3600  # still running: its elapsed time so far
+
+
+def test_an_mps_share_counts_against_one_gpu_of_its_node() -> None:
+    """A node with gpu:a100:4 and mps:800 has 200 MPS per GPU: gres/mps=200 there is one
+    whole GPU's worth, not two (the divisor was fixed at 100); nodes without mps keep 100."""
+    from slurm_hase.reports.fairness import node_mps_per_gpu
+    from slurm_hase.slurm.types import Node
+
+    nodes = [Node("big-1", "MIXED", gpus={"a100": 4}, mps_total=800),
+             Node("t4-1", "IDLE", gpus={"t4": 4}, mps_total=400), Node("cpu-1", "IDLE")]
+    assert node_mps_per_gpu(nodes) == {"big-1": 200, "t4-1": 100}
+    job = rec("1", "a", "u", {}, 3600, mps=200, node="big-1")
+    assert job_gpus(job, {"big-1": "a100"}, node_mps=node_mps_per_gpu(nodes)) == {"a100": 1.0}
+    assert job_gpus(job, {"big-1": "a100"}) == {"a100": 2.0}  # without the nodes: 100 per GPU
+    rep = fairness_report([job], node_types={"big-1": "a100"}, node_mps=node_mps_per_gpu(nodes))
+    assert rep.accounts[0].gpu_hours == {"a100": pytest.approx(1.0)}
