@@ -81,9 +81,10 @@ def apply_updates(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate]
                 backend.update_job(",".join(ids), update)
                 return [("applied", "")] * len(ids)
             except (SlurmUnavailableError, SlurmTimeoutError) as exc:
+                # scontrol works through the list job by job: any of them may have been
+                # updated before it timed out or lost slurmctld, so each outcome is unknown
                 down.set()
-                return [("unavailable", str(exc))] + [("unavailable-skip", "slurm unavailable")] * (
-                    len(ids) - 1)
+                return [("unavailable", str(exc))] * len(ids)
             except SlurmError as exc:
                 log.info("batch of %d failed (%s); retrying one by one", len(ids), exc)
         return [single(j, update) for j in ids]

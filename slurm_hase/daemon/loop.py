@@ -196,7 +196,9 @@ class Daemon:
     def _backoff(self, why: str, *, counted: bool = False) -> float:
         """Wait longer after each failed cycle; `counted`: the cycle is in cycles_total already."""
         self.failures += 1
-        delay = min(self.settings.backoff_s * 2.0 ** (self.failures - 1), self.settings.backoff_max_s)
+        # the exponent is capped: 2.0 ** 1024 overflows (slurmctld down for days)
+        delay = min(self.settings.backoff_s * 2.0 ** min(self.failures - 1, 60),
+                    self.settings.backoff_max_s)
         log.warning("slurm unavailable, backing off", extra={
             "reason": why, "failures": self.failures, "delay_s": delay})
         if not counted:
@@ -242,16 +244,27 @@ class Daemon:
             "duration_s": round(wall, 4), "dry_run": self.config.dry_run})
         # a dry run beside the daemon (other partitions, say) forgets nothing of what the daemon
         # owns in the shared store
+        # (a job requeued this cycle was running when observed: what was set on it stays ours)
+        requeued = set(result.requeued)
         gone = [] if self.config.dry_run else [
-            jid for jid in self.owned if jid not in result.pending_ids and jid not in result.left_ids]
+            jid for jid in self.owned if jid not in result.pending_ids
+            and jid not in result.left_ids and jid not in requeued]
         for jid in gone:
             del self.owned[jid]
-        try:
-            self.store.record_cycle(row, rows, owned_now)
-            self.store.forget([*gone, *not_ours])
-        except StoreError as exc:
-            self.metrics.inc("hase_schedd_errors_total", kind="store")
-            log.error("state store write failed: %s", exc)
+        failed = False
+        # each write on its own: one that fails (kept for retry) does not stop the other from
+        # being queued behind it, so the store never keeps owning what the daemon forgot
+        writes: list[Callable[[], None]] = [
+            lambda: self.store.record_cycle(row, rows, owned_now),
+            lambda: self.store.forget([*gone, *not_ours])]
+        for write in writes:
+            try:
+                write()
+            except StoreError as exc:
+                failed = True
+                self.metrics.inc("hase_schedd_errors_total", kind="store")
+                log.error("state store write failed: %s", exc)
+        if failed:
             return
         self._save_usage(result.started)
         self._prune(result.started)

@@ -24,6 +24,7 @@ from slurm_hase.daemon.safety import (
     OwnedAttrs,
     descriptor_of,
     plan_updates,
+    record_intent,
     record_owned,
 )
 from slurm_hase.policy.types import Decision
@@ -111,6 +112,9 @@ def apply_requeues(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate
             result.requeued.append(job_id)
             log.info("job %s: requeued (rotation)", job_id)
             if update is not None:
+                # recorded as intended first, as for any update (cycle._apply): an outcome
+                # that is unknown (slurmctld went away) keeps both values as the daemon's
+                before = record_intent(owned, job_id, update) if owned is not None else None
                 status, why = apply_one(backend, job_id, update)
                 if status == "applied":
                     result.applied.append((job_id, update))
@@ -120,6 +124,7 @@ def apply_requeues(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate
                     result.errors.append((job_id, why))
                     return
                 else:
+                    _put_back(owned, job_id, before)
                     result.skipped.append((job_id, f"update after requeue: {why}"))
         elif outcome == "skipped":
             result.skipped.append((job_id, msg))
@@ -129,3 +134,14 @@ def apply_requeues(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate
             return
         else:
             result.errors.append((job_id, msg))
+
+
+def _put_back(owned: MutableMapping[str, OwnedAttrs] | None, job_id: str,
+              before: OwnedAttrs | None) -> None:
+    """What the daemon owned of a job before an update that did not land."""
+    if owned is None:
+        return
+    if before is None:
+        owned.pop(job_id, None)
+    else:
+        owned[job_id] = before
