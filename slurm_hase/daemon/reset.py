@@ -7,16 +7,13 @@ anything a user changed since is kept. Slurm then schedules as if the daemon nev
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from slurm_hase.daemon.act import apply_one
 from slurm_hase.daemon.safety import OwnedAttrs, submitted_constraint
-from slurm_hase.errors import JobNotFoundError, SlurmCommandError, SlurmUnavailableError
 from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.types import Job, JobState, JobUpdate
-
-log = logging.getLogger("slurm_hase.daemon")
 
 
 @dataclass(frozen=True)
@@ -48,11 +45,16 @@ def reset_update(job: Job, mine: OwnedAttrs) -> JobUpdate:
 def reset_decisions(backend: SlurmBackend, owned: Mapping[str, OwnedAttrs],
                     dry_run: bool = False) -> list[ResetOutcome]:
     """Clear our attributes from every pending job in `owned`, in whatever partition it is now
-    (one moved out of the daemon's partitions still carries them); SlurmUnavailableError
-    propagates."""
+    (one moved out of the daemon's partitions still carries them). SlurmUnavailableError from
+    reading the jobs propagates; once slurmctld goes away (or hangs) mid-way, that job's outcome
+    is unknown and the rest are not tried, each an "error" (kept in the store)."""
     jobs = {j.job_id: j for j in backend.jobs()}
     out: list[ResetOutcome] = []
+    down = ""  # slurmctld went away (or hung) mid-way: the rest is not tried
     for job_id, mine in sorted(owned.items()):
+        if down:
+            out.append(ResetOutcome(job_id, None, "error", f"not tried: {down}"))
+            continue
         job = jobs.get(job_id)
         if job is None or job.state is not JobState.PENDING:
             out.append(ResetOutcome(job_id, None, "gone", "no longer pending"))
@@ -64,16 +66,14 @@ def reset_decisions(backend: SlurmBackend, owned: Mapping[str, OwnedAttrs],
         if dry_run:
             out.append(ResetOutcome(job_id, update, "planned"))
             continue
-        try:
-            backend.update_job(job_id, update)
-        except SlurmUnavailableError:
-            raise
-        except JobNotFoundError:
-            out.append(ResetOutcome(job_id, None, "gone", "finished before reset"))
-            continue
-        except SlurmCommandError as exc:
-            log.warning("job %s: reset refused: %s", job_id, exc)
-            out.append(ResetOutcome(job_id, update, "error", exc.stderr))
-            continue
-        out.append(ResetOutcome(job_id, update, "reset"))
+        status, msg = apply_one(backend, job_id, update)
+        if status == "applied":
+            out.append(ResetOutcome(job_id, update, "reset"))
+        elif status == "skipped":  # finished or started since it was read
+            out.append(ResetOutcome(job_id, None, "gone", msg))
+        elif status == "unavailable":  # it may or may not have landed: kept in the store
+            down = msg
+            out.append(ResetOutcome(job_id, update, "error", f"outcome unknown: {msg}"))
+        else:
+            out.append(ResetOutcome(job_id, update, "error", msg))
     return out

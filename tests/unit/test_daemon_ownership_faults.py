@@ -17,7 +17,7 @@ from slurm_hase.daemon.fake import FakeBackend, gpu_node
 from slurm_hase.daemon.loop import Daemon, LoopSettings
 from slurm_hase.daemon.reset import reset_decisions
 from slurm_hase.daemon.safety import OwnedAttrs
-from slurm_hase.errors import SlurmTimeoutError
+from slurm_hase.errors import SlurmCommandError, SlurmTimeoutError
 from slurm_hase.policy.types import ClusterState, Decision
 from slurm_hase.slurm.types import GpuRequest, Job, JobState
 from slurm_hase.store.state import StateStore
@@ -146,3 +146,18 @@ def test_a_batched_update_of_unknown_outcome_keeps_every_job_of_the_batch_owned(
     nice[0] = 20
     d.step()
     assert {j.job_id: j.nice for j in fb.job_list} == {"1": 20, "2": 20, "3": 20}
+
+
+def test_reset_goes_on_past_a_started_job_and_stops_at_a_hung_controller() -> None:
+    """A job that started since it was read ("no longer pending") is gone, not an error; a
+    timeout no longer aborts reset with the jobs already reset left in the store: its outcome
+    is unknown and the rest are not tried, each kept as an error."""
+    fb = FakeBackend([pending(j) for j in ("1", "2", "3", "4")], [gpu_node("a1", "a100")])
+    fb.job_list = [replace(j, nice=40) for j in fb.job_list]
+    fb.fail_updates = {
+        "2": SlurmCommandError(["scontrol", "update"], 1, "Job is no longer pending execution"),
+        "3": SlurmTimeoutError(["scontrol", "update"], 60.0)}
+    out = {o.job_id: o for o in reset_decisions(fb, {j: OwnedAttrs(40, None) for j in "1234"})}
+    assert [out[j].outcome for j in "1234"] == ["reset", "gone", "error", "error"]
+    assert "outcome unknown" in out["3"].detail and out["4"].detail.startswith("not tried")
+    assert {j.job_id: j.nice for j in fb.job_list} == {"1": 0, "2": 40, "3": 40, "4": 40}
