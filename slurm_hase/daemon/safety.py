@@ -53,13 +53,16 @@ class OwnedAttrs:
 
 def record_owned(owned: MutableMapping[str, OwnedAttrs] | None, job_id: str,
                  update: JobUpdate) -> None:
-    """Remember what an applied update set on a job (the attributes it left alone are kept)."""
+    """Remember what an applied update set on a job; the attributes it left alone are kept as
+    they were, with a value before an unknown outcome still the daemon's too."""
     if owned is None:
         return
     prev = owned.get(job_id, OwnedAttrs())
     owned[job_id] = OwnedAttrs(
         nice=update.nice if update.nice is not None else prev.nice,
-        features=update.features if update.features is not None else prev.features)
+        features=update.features if update.features is not None else prev.features,
+        prev_nice=None if update.nice is not None else prev.prev_nice,
+        prev_features=None if update.features is not None else prev.prev_features)
 
 
 def record_intent(owned: MutableMapping[str, OwnedAttrs], job_id: str,
@@ -68,10 +71,13 @@ def record_intent(owned: MutableMapping[str, OwnedAttrs], job_id: str,
     its too until the outcome is known. Returns the entry it replaced (None: there was none)."""
     before = owned.get(job_id)
     old = before or OwnedAttrs()
+    # an attribute the update leaves alone keeps both its values: after an unknown outcome
+    # either may be in Slurm
     owned[job_id] = OwnedAttrs(
         nice=update.nice if update.nice is not None else old.nice,
         features=update.features if update.features is not None else old.features,
-        prev_nice=old.nice, prev_features=old.features)
+        prev_nice=old.nice if update.nice is not None else old.prev_nice,
+        prev_features=old.features if update.features is not None else old.prev_features)
     return before
 
 

@@ -161,3 +161,21 @@ def test_reset_goes_on_past_a_started_job_and_stops_at_a_hung_controller() -> No
     assert [out[j].outcome for j in "1234"] == ["reset", "gone", "error", "error"]
     assert "outcome unknown" in out["3"].detail and out["4"].detail.startswith("not tried")
     assert {j.job_id: j.nice for j in fb.job_list} == {"1": 0, "2": 40, "3": 40, "4": 40}
+
+
+def test_an_update_of_one_attribute_keeps_both_values_of_the_other() -> None:
+    """Nice 40 landed; Nice 20's outcome is unknown (both are the daemon's); then only the
+    Features are updated: Nice 40, which is what Slurm shows, must stay the daemon's (it was
+    dropped, and the daemon then left 'the user's' Nice 40 alone for good)."""
+    from slurm_hase.daemon.safety import record_intent, record_owned
+    from slurm_hase.slurm.types import JobUpdate
+
+    owned: dict[str, OwnedAttrs] = {"1": OwnedAttrs(nice=40)}
+    record_intent(owned, "1", JobUpdate(nice=20))  # sent; its outcome never known
+    assert owned["1"].owns_nice(40) and owned["1"].owns_nice(20)
+    record_intent(owned, "1", JobUpdate(features="a100"))
+    assert owned["1"].owns_nice(40) and owned["1"].owns_nice(20)
+    record_owned(owned, "1", JobUpdate(features="a100"))  # landed: the Nice is still unknown
+    assert owned["1"].owns_nice(40) and owned["1"].owns_features("a100")
+    record_owned(owned, "1", JobUpdate(nice=10))  # a Nice that landed settles it
+    assert owned["1"] == OwnedAttrs(nice=10, features="a100")
