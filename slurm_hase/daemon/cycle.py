@@ -245,7 +245,9 @@ def run_cycle(
     started = clock.now()
     marks = [perf_counter()]  # after each step: CycleResult.stages
     jobs, nodes, outside = observe(backend, config)
-    if (watch is not None and started - watch.decided_at < config.refresh_s
+    # (a clock stepped back since the last deciding cycle decides at once: quiet cycles are
+    # bounded by refresh_s of the clock's own time, never by how far it went back)
+    if (watch is not None and 0.0 <= started - watch.decided_at < config.refresh_s
             and nodes == watch.nodes and _same_job_set(watch.jobs, jobs)):
         # the same jobs run as when the watch was set: the ledger counts their service as a
         # deciding cycle would (a job that ends before the next observation keeps its share)

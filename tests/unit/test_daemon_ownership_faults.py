@@ -1,6 +1,6 @@
 """Ownership through faults, each driven through the daemon's loop with fakes:
 a long slurmctld outage, a requeued job's update, a store write that fails, a batched update
-that timed out."""
+that timed out, reset mid-way, a clock stepped back."""
 
 from __future__ import annotations
 
@@ -179,3 +179,35 @@ def test_an_update_of_one_attribute_keeps_both_values_of_the_other() -> None:
     assert owned["1"].owns_nice(40) and owned["1"].owns_features("a100")
     record_owned(owned, "1", JobUpdate(nice=10))  # a Nice that landed settles it
     assert owned["1"] == OwnedAttrs(nice=10, features="a100")
+
+
+def test_a_clock_stepped_back_does_not_stretch_the_quiet_cycles() -> None:
+    """refresh_s bounds how long nothing is decided; after the clock stepped back an hour (an
+    NTP fix), 69 quiet cycles (69 min) went by before the next decision."""
+    from slurm_hase.daemon.cycle import QuietWatch, run_cycle
+    from slurm_hase.policy.usage import UsageLedger
+
+    class Stepping:
+        t = 100_000.0
+
+        def now(self) -> float:
+            return self.t
+
+    decided = [0]
+
+    def decide(state: ClusterState) -> list[Decision]:
+        decided[0] += 1
+        return []
+
+    fb = FakeBackend([pending("1")], [gpu_node("a1", "a100")])
+    clock, watch, ledger = Stepping(), QuietWatch(), UsageLedger(3600.0)
+    config = CycleConfig(refresh_s=600)
+    run_cycle(fb, Pol(decide), Est(), clock, ledger, {}, config, watch=watch, owned={})
+    clock.t -= 3600
+    clock.t += 60
+    assert not run_cycle(fb, Pol(decide), Est(), clock, ledger, {}, config, watch=watch,
+                         owned={}).quiet
+    assert decided[0] == 2
+    clock.t += 60  # the clock runs on from there: quiet again until refresh_s
+    assert run_cycle(fb, Pol(decide), Est(), clock, ledger, {}, config, watch=watch,
+                     owned={}).quiet
