@@ -21,7 +21,13 @@ from slurm_hase.daemon.act import apply_updates
 from slurm_hase.daemon.digest import job_digest, state_digest
 from slurm_hase.daemon.requeue import apply_requeues, plan_requeues
 from slurm_hase.daemon.reset import reset_update
-from slurm_hase.daemon.safety import OwnedAttrs, plan_updates, record_intent, record_owned
+from slurm_hase.daemon.safety import (
+    OwnedAttrs,
+    plan_updates,
+    record_intent,
+    record_owned,
+    restore_owned,
+)
 from slurm_hase.daemon.state import (
     JobEstimate,
     RuntimeEstimator,
@@ -328,11 +334,7 @@ def _apply(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate]], resu
         else:
             result.errors.append((job_id, msg))
         if owned is not None and outcome not in ("applied", "unavailable"):
-            prev = before.get(job_id)  # not sent, or refused: what it had is what it has
-            if prev is None:
-                owned.pop(job_id, None)
-            else:
-                owned[job_id] = prev
+            restore_owned(owned, job_id, before.get(job_id))  # not sent, or refused
     if any(o == "unavailable" for o, _ in outcomes):
         result.unavailable = True
         log.warning("slurm unavailable while acting; %d updates not made",

@@ -213,13 +213,22 @@ class Daemon:
         rows, self._skips = _refusal_rows(result, listed, self._skips)
         return rows
 
-    def _intend(self, owned: Mapping[str, OwnedAttrs]) -> None:
-        """What the cycle is about to set, in the store before the first scontrol call."""
+    def _store_write(self, write: Callable[[], None]) -> bool:
+        """Run one store write; a StoreError (the write kept in the store's backlog, or
+        dropped) is counted and logged, and the cycles go on. Whether it succeeded."""
         try:
-            self.store.save_owned({jid: _owned_row(a) for jid, a in owned.items()})
-        except StoreError as exc:  # kept in the store's backlog, written before the cycle row
+            write()
+        except StoreError as exc:
             self.metrics.inc("hase_schedd_errors_total", kind="store")
             log.error("state store write failed: %s", exc)
+            return False
+        return True
+
+    def _intend(self, owned: Mapping[str, OwnedAttrs]) -> None:
+        """What the cycle is about to set, in the store before the first scontrol call (a
+        failed write stays in the store's backlog, written before the cycle row)."""
+        self._store_write(
+            lambda: self.store.save_owned({jid: _owned_row(a) for jid, a in owned.items()}))
 
     def _record(self, result: CycleResult, wall: float) -> None:
         rows = _decision_rows(result, self.config.dry_run)
@@ -251,20 +260,11 @@ class Daemon:
             and jid not in result.left_ids and jid not in requeued]
         for jid in gone:
             del self.owned[jid]
-        failed = False
         # each write on its own: one that fails (kept for retry) does not stop the other from
         # being queued behind it, so the store never keeps owning what the daemon forgot
-        writes: list[Callable[[], None]] = [
-            lambda: self.store.record_cycle(row, rows, owned_now),
-            lambda: self.store.forget([*gone, *not_ours])]
-        for write in writes:
-            try:
-                write()
-            except StoreError as exc:
-                failed = True
-                self.metrics.inc("hase_schedd_errors_total", kind="store")
-                log.error("state store write failed: %s", exc)
-        if failed:
+        recorded = self._store_write(lambda: self.store.record_cycle(row, rows, owned_now))
+        forgot = self._store_write(lambda: self.store.forget([*gone, *not_ours]))
+        if not (recorded and forgot):
             return
         self._save_usage(result.started)
         self._prune(result.started)
@@ -274,23 +274,16 @@ class Daemon:
         if self.settings.history_s <= 0 or self._monotonic() < self._next_prune:
             return
         self._next_prune = self._monotonic() + 3600.0
-        try:
-            self.store.prune_history(now - self.settings.history_s)
-        except StoreError as exc:  # kept in the store's backlog: retried with the next write
-            self.metrics.inc("hase_schedd_errors_total", kind="store")
-            log.error("state store write failed: %s", exc)
+        # a failed prune stays in the store's backlog: retried with the next write
+        self._store_write(lambda: self.store.prune_history(now - self.settings.history_s))
 
     def _save_usage(self, now: float) -> None:
         """Write the usage ledger (a dry run's is its own: never written) and, with it or
         alone, the writes kept after a lock."""
-        try:
-            if self.config.dry_run:
-                self.store.flush()
-            else:
-                self.store.save_usage(self.ledger.to_dict(), now)
-        except StoreError as exc:
-            self.metrics.inc("hase_schedd_errors_total", kind="store")
-            log.error("state store write failed: %s", exc)
+        if self.config.dry_run:
+            self._store_write(self.store.flush)
+        else:
+            self._store_write(lambda: self.store.save_usage(self.ledger.to_dict(), now))
 
     def run(self, *, once: bool = False, should_stop: Callable[[], bool] = lambda: False,
             sleep: Callable[[float], None] = time.sleep,

@@ -26,6 +26,7 @@ from slurm_hase.daemon.safety import (
     plan_updates,
     record_intent,
     record_owned,
+    restore_owned,
 )
 from slurm_hase.policy.types import Decision
 from slurm_hase.slurm.backend import SlurmBackend
@@ -124,7 +125,8 @@ def apply_requeues(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate
                     result.errors.append((job_id, why))
                     return
                 else:
-                    _put_back(owned, job_id, before)
+                    if owned is not None:
+                        restore_owned(owned, job_id, before)
                     result.skipped.append((job_id, f"update after requeue: {why}"))
         elif outcome == "skipped":
             result.skipped.append((job_id, msg))
@@ -135,13 +137,3 @@ def apply_requeues(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate
         else:
             result.errors.append((job_id, msg))
 
-
-def _put_back(owned: MutableMapping[str, OwnedAttrs] | None, job_id: str,
-              before: OwnedAttrs | None) -> None:
-    """What the daemon owned of a job before an update that did not land."""
-    if owned is None:
-        return
-    if before is None:
-        owned.pop(job_id, None)
-    else:
-        owned[job_id] = before

@@ -81,6 +81,16 @@ def record_intent(owned: MutableMapping[str, OwnedAttrs], job_id: str,
     return before
 
 
+def restore_owned(owned: MutableMapping[str, OwnedAttrs], job_id: str,
+                  before: OwnedAttrs | None) -> None:
+    """Put back the entry record_intent replaced (`before`; None: there was none), after an
+    update that was not sent or was refused: what the job had is what it has."""
+    if before is None:
+        owned.pop(job_id, None)
+    else:
+        owned[job_id] = before
+
+
 @lru_cache(maxsize=4096)
 def feature_set(features: str) -> frozenset[str] | None:
     """Alternatives of a plain OR-list ("a100|v100" -> {a100, v100}); None if not that shape."""
