@@ -12,9 +12,6 @@ from slurm_hase.hsbatch.sbatch_opts import HASE_PREFIX, SPANK_OPTIONS, Scan, sca
 
 FLAGS = frozenset({"hase-explain", "hase-no-constraint"})
 VALUED = frozenset({"hase-descriptor", "hase-predictor"})
-# the SPANK plugin's options (SPANK_OPTIONS) are sbatch's own where the plugin is installed, so
-# they go to sbatch as given; --hase-mps's share also tells the description (its key mps)
-SPANK = SPANK_OPTIONS
 
 
 def _key_options() -> frozenset[str]:
@@ -52,7 +49,9 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], HaseOptions, Scan]:
     for o in first.opts:
         if not o.name.startswith(HASE_PREFIX):
             continue
-        if o.name in SPANK:  # the plugin's: left for sbatch
+        # the SPANK plugin's options are sbatch's own where the plugin is installed, so they go
+        # to sbatch as given; --hase-mps's share also tells the description (its key mps)
+        if o.name in SPANK_OPTIONS:
             if o.name == "hase-mps":
                 opts.mps_option = o.value
             continue
@@ -87,7 +86,7 @@ def _option_hint(name: str) -> str:
     from slurm_hase.predict.descriptor import unknown_key_hint
 
     wanted = name.lower().replace("_", "-")
-    ours = sorted(FLAGS | VALUED | SPANK | _key_options())
+    ours = sorted(FLAGS | VALUED | SPANK_OPTIONS | _key_options())
     close = [wanted] if wanted in ours else difflib.get_close_matches(wanted, ours, n=2)
     if close:
         return f"did you mean {' or '.join('--' + c for c in close)}? "

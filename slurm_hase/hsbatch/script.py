@@ -129,12 +129,13 @@ def read_once(path: str) -> bytes | None:
     substitution), which sbatch could then not read again; None for a regular file or a path
     that cannot be read (sbatch reads it itself, or says why)."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode) and not os.path.isdir(path):
-            with open(path, "rb") as fh:
-                return fh.read()
+        mode = os.stat(path).st_mode
+        if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+            return None
+        with open(path, "rb") as fh:
+            return fh.read()
     except OSError:
-        pass
-    return None
+        return None
 
 
 def keep_copy(data: bytes) -> str:
