@@ -49,8 +49,9 @@ def node_mps_per_gpu(nodes: Iterable[Node]) -> dict[str, int]:
     out: dict[str, int] = {}
     for node in nodes:
         gpus = sum(c for c in node.gpus.values() if c > 0)
-        if gpus > 0 and node.mps_total > 0 and node.mps_total // gpus > 0:
-            out[node.name] = node.mps_total // gpus
+        per_gpu = node.mps_total // gpus if gpus > 0 else 0
+        if per_gpu > 0:
+            out[node.name] = per_gpu
     return out
 
 

@@ -269,6 +269,13 @@ def parse_sacctmgr_shares(raw: str) -> dict[str, float]:
             users[account] = users.get(account, 0.0) + (value or 0.0)
         else:
             accounts[account] = (parent, value)
+    return _tree_shares(accounts, users)
+
+
+def _tree_shares(accounts: Mapping[str, tuple[str, float | None]],
+                 users: Mapping[str, float]) -> dict[str, float]:
+    """Each account's part of the tree (parse_sacctmgr_shares), from account -> (parent, share;
+    None for ``parent``) and account -> its users' shares summed."""
     children: dict[str, float] = {}  # account -> its sub-accounts' and users' shares, summed
     for parent, value in accounts.values():
         children[parent] = children.get(parent, 0.0) + (value or 0.0)
