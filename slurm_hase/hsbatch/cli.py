@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from typing import TextIO
 
 from slurm_hase.hsbatch.core import Deps, Io, run
-from slurm_hase.slurm.runner import SubprocessRunner
+from slurm_hase.slurm.runner import RelayingRunner
 
 
 def _read_stdin() -> str:
@@ -82,8 +82,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             stream.reconfigure(errors="surrogateescape")
     out, err = ClosedPipeSafe(sys.stdout), ClosedPipeSafe(sys.stderr)
     io = Io(read_stdin=_read_stdin, out=out, err=err, env=os.environ)
-    deps = Deps(runner=SubprocessRunner(), sbatch=os.environ.get("HSBATCH_SBATCH", "sbatch"),
-                cache=True, shield=_ctrl_c_goes_to_sbatch)
+    runner = RelayingRunner()
+
+    @contextlib.contextmanager
+    def shield() -> Iterator[None]:
+        # while sbatch runs: Ctrl-C reaches it through the process group, and a SIGTERM or
+        # SIGHUP sent to hsbatch alone is passed on to it (RelayingRunner)
+        with _ctrl_c_goes_to_sbatch(), runner.relaying():
+            yield
+
+    deps = Deps(runner=runner, sbatch=os.environ.get("HSBATCH_SBATCH", "sbatch"),
+                cache=True, shield=shield)
     try:
         code = run(args, io, deps)
     finally:

@@ -16,11 +16,17 @@ from typing import TYPE_CHECKING, Protocol
 from slurm_hase.errors import DescriptorError, SlurmCommandError, SlurmError
 from slurm_hase.hsbatch.argv import HaseOptions, split_argv
 from slurm_hase.hsbatch.sbatch_opts import Scan
-from slurm_hase.hsbatch.script import Header, keep_copy, parse_header, read_once, read_script
+from slurm_hase.hsbatch.script import (
+    Header,
+    keep_copy,
+    parse_header,
+    read_once,
+    read_script,
+    readable_again,
+)
 
 if TYPE_CHECKING:  # the rest loads only when a job carries a description (startup time)
-    from slurm_hase.hsbatch.cluster import Summary
-    from slurm_hase.hsbatch.plan import PredictFn, TypeRow
+    from slurm_hase.hsbatch.plan import PredictFn
     from slurm_hase.hsbatch.request import Request
     from slurm_hase.predict.descriptor import WorkloadDescriptor
     from slurm_hase.slurm.runner import Runner
@@ -36,7 +42,6 @@ NO_NODES_FIT = ("Requested node configuration is not available",
                 "Memory required by task is not available",
                 "More processors requested than permitted")
 SBATCH_TIMEOUT_S = 7 * 86400.0  # never cut sbatch short (--wait can block for days)
-QUERY_TIMEOUT_S = 5.0
 WARN = "hsbatch: warning: "
 
 
@@ -109,6 +114,7 @@ def _run(argv: Sequence[str], io: Io, deps: Deps, copies: list[str]) -> int:
                              "options follow\n")
             io.out.write(HELP)
         return code
+    sb_argv = readable_again(sb_argv, sc.opts, copies)
     stdin_text: str | None = None
     label, text = "script", None
     if sc.script_index is not None:
@@ -120,6 +126,12 @@ def _run(argv: Sequence[str], io: Io, deps: Deps, copies: list[str]) -> int:
             copies.append(keep_copy(once))
             sb_argv = [*sb_argv[:sc.script_index], copies[-1], *sb_argv[sc.script_index + 1:]]
             text = once.decode("utf-8", "replace")
+    elif not sc.has("wrap") and (unknown := _unknown_options(sc)):
+        # sbatch decides: it refuses a bad option before reading any script, or reads stdin
+        # itself for an option newer than hsbatch's table (the job goes as it is)
+        io.err.write(f"{WARN}hsbatch does not know {', '.join(unknown)}; the job goes to "
+                     "sbatch as it is, without a workload description\n")
+        return _sbatch(deps, sb_argv, None, io)
     elif not sc.has("wrap"):
         stdin_text = text = io.read_stdin()
         label = "stdin"
@@ -155,6 +167,11 @@ def _run(argv: Sequence[str], io: Io, deps: Deps, copies: list[str]) -> int:
                      for a in extra if not a.startswith("--constraint=")]
     return _sbatch(deps, [*extra, *sb_argv], stdin_text, io,
                    retry=[*unconstrained, *sb_argv] if len(unconstrained) < len(extra) else None)
+
+
+def _unknown_options(sc: Scan) -> list[str]:
+    """The options of `sc` sbatch's table does not hold (as typed, with their dashes)."""
+    return [("--" if len(o.name) > 1 else "-") + o.name for o in sc.opts if not o.known]
 
 
 def _described(hopts: HaseOptions, header: Header) -> bool:
@@ -204,6 +221,7 @@ def _additions(
 ) -> list[str]:
     """Arguments to put before the user's; [] on any failure (with one warning line)."""
     from slurm_hase.hsbatch import plan
+    from slurm_hase.hsbatch.judge import judge, why_no_prediction
 
     test_only = sc.has("test-only")
     constrain = plan.may_constrain(req, test_only=test_only, het=sc.het or header.het,
@@ -228,10 +246,10 @@ def _additions(
     if bad_slack:
         io.err.write(f"{WARN}{bad_slack}\n")
     try:
-        rows, notes = _judge(req, desc, hopts, deps, io.env, slack)
+        rows, notes = judge(req, desc, hopts, deps, io.env, slack)
     except Exception as exc:  # fail-open: predictor, model file or Slurm query broke
         # the description stands without a prediction: the daemon predicts with its own model
-        io.err.write(f"{WARN}{_why(exc)}; submitting without a GPU-type constraint"
+        io.err.write(f"{WARN}{why_no_prediction(exc)}; submitting without a GPU-type constraint"
                      f"{' (the description is attached)' if attach else ''}\n")
         return ([f"--comment={comment}"] if attach else []) + head
     constraint, reason = plan.choose_constraint(rows) if constrain else (None, None)
@@ -271,108 +289,6 @@ def _marked(desc: WorkloadDescriptor, constraint: str) -> str | None:
         return replace(desc, auto_types=tuple(constraint.split("|"))).to_comment()
     except DescriptorError:
         return None
-
-
-def _judge(
-    req: Request, desc: WorkloadDescriptor, hopts: HaseOptions, deps: Deps, env: Mapping[str, str],
-    slack: float = 0.0,
-) -> tuple[list[TypeRow], list[str]]:
-    from slurm_hase.hsbatch import plan
-
-    summary = _summary(deps, env)
-    types, note = summary.types_for(req.partitions)
-    notes = [note] if note else []
-    predictions = None
-    if plan.needs_predictions(req, desc, hopts.explain, slack):
-        path = hopts.predictor or env.get("HASE_PREDICTOR") or None
-        predict = (deps.predictor or _load_predict)(path)
-        predictions = predict(desc, list(types))
-        # a bound Predictor.predict can say when the workload is outside its training data
-        extrapolation = getattr(getattr(predict, "__self__", None), "extrapolation", None)
-        if callable(extrapolation) and (why := extrapolation(desc)):
-            notes.append(str(why))
-    params = plan.params_m(desc)
-    memory_of = summary.memory_gb.get if params is not None or hopts.explain else _unknown
-    rows = plan.judge_types(types, desc, memory_of=memory_of, params_m=params,
-                            time_limit_s=req.time_limit_s, predictions=predictions,
-                            speed_slack=slack)
-    return rows, notes
-
-
-def _summary(deps: Deps, env: Mapping[str, str]) -> Summary:
-    """The cluster summary: from the per-user cache when fresh, else from Slurm (then cached)."""
-    from slurm_hase.hsbatch import cluster
-
-    where = cluster.cache_dir(env) if deps.cache else None
-    if where is not None:
-        import time
-
-        key, now = cluster.cache_key(env), time.time()
-        hit = cluster.load(where, key, now)
-        if hit is not None:
-            return hit
-    nodes, parts = (deps.cluster or _read_cluster)(deps.runner)
-    summary = cluster.summarize(nodes, parts, _memory_gb)
-    if where is not None:
-        cluster.store(where, key, summary, now)
-    return summary
-
-
-def _read_cluster(runner: Runner) -> tuple[list[Node], list[Partition]]:
-    """Nodes and partitions from ``scontrol show ... -o``, both asked at once (startup time)."""
-    import threading
-
-    from slurm_hase.slurm import commands
-    from slurm_hase.slurm.parse_text import parse_scontrol_nodes, parse_scontrol_partitions
-
-    argvs = {"nodes": commands.show_nodes(), "parts": commands.show_partitions()}
-    out: dict[str, object] = {}
-
-    def ask(key: str) -> None:
-        try:
-            out[key] = runner.run(argvs[key], timeout_s=QUERY_TIMEOUT_S).check().stdout
-        except Exception as exc:  # re-raised below, in the caller's thread
-            out[key] = exc
-
-    threads = [threading.Thread(target=ask, args=(k,)) for k in argvs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for value in out.values():
-        if isinstance(value, Exception):
-            raise value
-    return parse_scontrol_nodes(str(out["nodes"])), parse_scontrol_partitions(str(out["parts"]))
-
-
-def _load_predict(path: str | None) -> PredictFn:
-    from slurm_hase.predict.modelfile import load_predictor
-
-    return load_predictor(path).predict
-
-
-def _memory_gb(gpu_type: str) -> float | None:
-    from slurm_hase.errors import PredictorError
-    from slurm_hase.predict.catalog import resolve_gpu
-
-    try:
-        return resolve_gpu(gpu_type).memory_gb
-    except PredictorError:
-        return None
-
-
-def _unknown(gpu_type: str) -> float | None:
-    return None
-
-
-def _why(exc: BaseException) -> str:
-    """Why hsbatch goes on without a prediction, on one line (scontrol's stderr has several)."""
-    said = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-    if isinstance(exc, SlurmError):
-        return f"cannot read GPU types from Slurm ({said})"
-    if isinstance(exc, ImportError):
-        return f"predictor unavailable ({said})"
-    return f"predictor failed ({type(exc).__name__}: {said})"
 
 
 def _sbatch(deps: Deps, args: Sequence[str], stdin: str | None, io: Io,

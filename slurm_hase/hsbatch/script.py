@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from slurm_hase.errors import DescriptorError
+from slurm_hase.hsbatch.sbatch_opts import Opt
 
 MAX_SCRIPT_BYTES = 16 * 1024 * 1024
 MAX_HASE_LINE_BYTES = 1024
@@ -147,3 +149,27 @@ def keep_copy(data: bytes) -> str:
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
     return path
+
+
+# options whose file sbatch itself reads when it submits (not on the compute node)
+READ_AT_SUBMIT = ("nodefile", "export-file")
+
+
+def readable_again(argv: Sequence[str], opts: Sequence[Opt], copies: list[str]) -> list[str]:
+    """`argv` with the file of each READ_AT_SUBMIT option that can be read only once (the
+    /dev/fd/N of `--nodefile=<(...)`, which sbatch's process would not even have open) replaced
+    by a private copy (added to `copies`, for the caller to remove)."""
+    out = list(argv)
+    for o in opts:
+        if o.name not in READ_AT_SUBMIT or not o.value:
+            continue
+        once = read_once(o.value)
+        if once is None:
+            continue
+        copies.append(keep_copy(once))
+        if o.end - o.start == 2:  # --nodefile FILE, -F FILE
+            out[o.start + 1] = copies[-1]
+        else:  # --nodefile=FILE, -FFILE: the value ends the word
+            word = out[o.start]
+            out[o.start] = word[:len(word) - len(o.value)] + copies[-1]
+    return out

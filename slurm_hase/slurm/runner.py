@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from types import FrameType
 from typing import NamedTuple, Protocol
 
 from slurm_hase.errors import SlurmCommandError, SlurmTimeoutError
@@ -58,22 +62,12 @@ class SubprocessRunner:
         cwd: str | None = None,
     ) -> CommandResult:
         full_env = {**os.environ, **self.env_overlay, **(env or {})}
-        try:
+        with _command_errors(argv, timeout_s):
             proc = subprocess.run(  # noqa: S603 - argv list, never a shell
                 list(argv), input=None if stdin is None else stdin.encode(*_BYTES),
                 capture_output=True, env=full_env, timeout=timeout_s, cwd=cwd, check=False,
             )
-        except subprocess.TimeoutExpired as exc:
-            raise SlurmTimeoutError(list(argv), timeout_s) from exc
-        except FileNotFoundError as exc:
-            raise SlurmCommandError(list(argv), 127, f"{argv[0]}: command not found") from exc
-        except OSError as exc:  # not executable, a folder, ...: the shell's "cannot execute"
-            raise SlurmCommandError(list(argv), 126, f"{argv[0]}: cannot run: "
-                                                     f"{exc.strerror or exc}") from exc
-        # bytes decoded without newline translation; bytes that are not UTF-8 (a job name in
-        # Latin-1) come back as surrogates, which encode back to the very same bytes
-        return CommandResult(tuple(argv), proc.returncode, proc.stdout.decode(*_BYTES),
-                             proc.stderr.decode(*_BYTES))
+        return _result(argv, proc.returncode, proc.stdout, proc.stderr)
 
     def spawn(
         self, argv: Sequence[str], *, log_path: str, env: Mapping[str, str] | None = None
@@ -86,3 +80,89 @@ class SubprocessRunner:
                 env=full_env, start_new_session=True,
             )
         return proc.pid
+
+
+@contextlib.contextmanager
+def _command_errors(argv: Sequence[str], timeout_s: float) -> Iterator[None]:
+    """Starting or waiting for `argv` failed: the typed error, with the shell's exit codes."""
+    try:
+        yield
+    except subprocess.TimeoutExpired as exc:
+        raise SlurmTimeoutError(list(argv), timeout_s) from exc
+    except FileNotFoundError as exc:
+        raise SlurmCommandError(list(argv), 127, f"{argv[0]}: command not found") from exc
+    except OSError as exc:  # not executable, a folder, ...: the shell's "cannot execute"
+        raise SlurmCommandError(list(argv), 126, f"{argv[0]}: cannot run: "
+                                                 f"{exc.strerror or exc}") from exc
+
+
+def _result(argv: Sequence[str], code: int, out: bytes, err: bytes) -> CommandResult:
+    # bytes decoded without newline translation; bytes that are not UTF-8 (a job name in
+    # Latin-1) come back as surrogates, which encode back to the very same bytes
+    return CommandResult(tuple(argv), code, out.decode(*_BYTES), err.decode(*_BYTES))
+
+
+class RelayingRunner(SubprocessRunner):
+    """A SubprocessRunner that, inside `relaying()` and on the main thread, passes the SIGTERM
+    and SIGHUP this process gets on to the command it runs, and waits for it to end (hsbatch:
+    a `kill` of hsbatch reaches sbatch, whose output, the job id with it, is still relayed;
+    otherwise sbatch would be left running with nobody reading what it says)."""
+
+    RELAYED = (signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self, env_overlay: Mapping[str, str] | None = None) -> None:
+        super().__init__(env_overlay)
+        self._relay = False
+        self.relayed: list[int] = []  # the signals passed on, in order
+
+    @contextlib.contextmanager
+    def relaying(self) -> Iterator[None]:
+        """While inside, `run` passes the RELAYED signals on to its command."""
+        self._relay = True
+        try:
+            yield
+        finally:
+            self._relay = False
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float = 60.0,
+        cwd: str | None = None,
+    ) -> CommandResult:
+        if not self._relay or threading.current_thread() is not threading.main_thread():
+            return super().run(argv, stdin=stdin, env=env, timeout_s=timeout_s, cwd=cwd)
+        full_env = {**os.environ, **self.env_overlay, **(env or {})}
+        child: list[subprocess.Popen[bytes]] = []
+        early: list[int] = []  # came before the command started: passed on once it has
+
+        def relay(signum: int, frame: FrameType | None) -> None:
+            self.relayed.append(signum)
+            if child:
+                with contextlib.suppress(ProcessLookupError):
+                    child[0].send_signal(signum)
+            else:
+                early.append(signum)
+
+        previous = {s: signal.signal(s, relay) for s in self.RELAYED}
+        try:
+            with _command_errors(argv, timeout_s):
+                child.append(subprocess.Popen(  # noqa: S603 - argv list, never a shell
+                    list(argv), stdin=None if stdin is None else subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env, cwd=cwd))
+                for signum in early:
+                    child[0].send_signal(signum)
+                try:
+                    out, err = child[0].communicate(
+                        None if stdin is None else stdin.encode(*_BYTES), timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    child[0].kill()
+                    child[0].communicate()
+                    raise
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        return _result(argv, child[0].returncode, out, err)

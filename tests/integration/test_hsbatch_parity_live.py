@@ -182,3 +182,76 @@ def test_ctrl_c_during_wait_still_relays_the_job_id(slurm_env: dict[str, str], t
         submitted.extend(ids)
         assert len(ids) == 1, f"{cmd[0]}: {out!r} {err!r}"
         assert p.returncode in (130, -signal.SIGINT) and "Traceback" not in err, (cmd, err)
+
+
+def test_sigterm_to_hsbatch_alone_during_wait_reaches_sbatch(slurm_env: dict[str, str],
+                                                            tmp_path: Path,
+                                                            submitted: list[str]) -> None:
+    """`kill PID` of a waiting hsbatch (not its process group): the real sbatch gets the
+    SIGTERM too and ends as it does when killed itself; hsbatch relays its "Submitted batch job
+    N" and exits with sbatch's code, and no sbatch is left behind."""
+    import os
+    import signal
+    import time
+
+    codes = []
+    for n, cmd in enumerate((["sbatch"], HSBATCH)):
+        name = f"it-term-{os.getpid()}-{n}"
+        p = subprocess.Popen([*cmd, "--wait", "-J", name, "-o", "/dev/null", "--wrap", "sleep 60"],
+                             env=slurm_env, cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while not subprocess.run(["squeue", "-h", "-n", name, "-o", "%i"], env=slurm_env,
+                                 capture_output=True, text=True, check=False).stdout.strip():
+            assert time.monotonic() < deadline, "no job submitted within 60 s"
+            time.sleep(0.2)
+        time.sleep(1)  # sbatch is waiting now
+        os.kill(p.pid, signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+        ids = re.findall(r"Submitted batch job (\d+)", out)
+        submitted.extend(ids)
+        assert len(ids) == 1, f"{cmd[0]}: {out!r} {err!r}"
+        assert "Traceback" not in err, err
+        codes.append(128 - p.returncode if p.returncode < 0 else p.returncode)
+        left = subprocess.run(["pgrep", "-s", str(p.pid), "-f", "sbatch"], capture_output=True,
+                              text=True, check=False).stdout.split()
+        assert left == [], f"{cmd[0]}: sbatch left running: {left}"
+    assert codes[1] == codes[0], codes  # hsbatch ends as sbatch ends
+
+
+def test_nodefile_from_process_substitution(slurm_env: dict[str, str], tmp_path: Path,
+                                            submitted: list[str]) -> None:
+    """`--nodefile=<(...)`: sbatch reads the /dev/fd/N itself; hsbatch's sbatch gets a copy
+    (it would not have that descriptor open), so both jobs ask for the same nodes."""
+    import shlex
+
+    got = []
+    for cmd in ("sbatch", " ".join(map(shlex.quote, HSBATCH))):
+        r = subprocess.run(["bash", "-c", f"{cmd} {BEGIN} -G 1 -o /dev/null "
+                            "--nodefile=<(echo v100-2) --wrap true"], env=slurm_env,
+                           cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                           check=False)
+        ids = re.findall(r"Submitted batch job (\d+)", r.stdout)
+        submitted.extend(ids)
+        assert r.returncode == 0 and len(ids) == 1, (cmd, r.stdout, r.stderr)
+        got.append(_field(slurm_env, ids[0], "ReqNodeList"))
+    assert got == ["v100-2", "v100-2"], got
+
+
+def test_unknown_option_without_script_is_refused_at_once(slurm_env: dict[str, str],
+                                                         tmp_path: Path) -> None:
+    """`hsbatch --bogus` with no script: sbatch's own refusal, at once (it used to wait for a
+    script on stdin); the same exit code as sbatch's."""
+    codes = []
+    for cmd in (["sbatch"], HSBATCH):
+        p = subprocess.Popen([*cmd, "--bogus"], env=slurm_env, cwd=tmp_path,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            p.wait(timeout=30)  # with stdin left open: no end of a script ever comes
+        finally:
+            p.kill()
+            out, err = p.communicate()
+        codes.append(p.returncode)
+        assert "unrecognized option" in err and out == "", (cmd, out, err)
+    assert codes[0] == codes[1] != 0

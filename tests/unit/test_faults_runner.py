@@ -49,3 +49,44 @@ def test_a_slurm_command_that_cannot_be_started_is_a_slurm_error(tmp_path: Path)
     not_executable.chmod(0o644)
     with pytest.raises(SlurmError):
         SubprocessRunner().run([str(not_executable), "--json"])
+
+
+def test_relaying_runner_times_out_and_puts_the_handlers_back() -> None:
+    import signal
+
+    from slurm_hase.errors import SlurmTimeoutError
+    from slurm_hase.slurm.runner import RelayingRunner
+
+    before = signal.getsignal(signal.SIGTERM)
+    runner = RelayingRunner()
+    with runner.relaying(), pytest.raises(SlurmTimeoutError):
+        runner.run(["sleep", "5"], timeout_s=0.2)
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_relaying_runner_passes_a_signal_on_and_returns_what_the_command_said() -> None:
+    import os
+    import signal
+    import threading
+
+    from slurm_hase.slurm.runner import RelayingRunner
+
+    runner = RelayingRunner()
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    with runner.relaying():
+        r = runner.run(["sh", "-c", "trap 'echo got TERM; exit 7' TERM; echo started; "
+                        "while :; do sleep 0.05; done"], stdin="", timeout_s=30)
+    timer.join()
+    assert (r.returncode, r.stdout) == (7, "started\ngot TERM\n")
+    assert runner.relayed == [signal.SIGTERM]
+
+
+def test_relaying_runner_outside_relaying_is_a_plain_runner() -> None:
+    from slurm_hase.errors import SlurmCommandError
+    from slurm_hase.slurm.runner import RelayingRunner
+
+    runner = RelayingRunner()
+    assert runner.run(["sh", "-c", "cat; exit 4"], stdin="x").stdout == "x"
+    with runner.relaying(), pytest.raises(SlurmCommandError, match="command not found"):
+        runner.run(["/nonexistent/sbatch"])

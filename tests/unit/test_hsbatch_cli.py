@@ -73,3 +73,41 @@ def test_closed_pipe_safe_swallows_only_a_gone_reader() -> None:
 
     with pytest.raises(OSError, match="No space"):
         cli.ClosedPipeSafe(Full()).write("x")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("signum", [15, 1])  # SIGTERM, SIGHUP
+def test_signal_to_hsbatch_alone_reaches_sbatch_and_the_id_is_relayed(tmp_path: Path,
+                                                                     signum: int) -> None:
+    """`kill PID` of a waiting hsbatch (a workflow manager giving up) used to kill hsbatch
+    only: sbatch ran on, and its output, the job id, went nowhere. Now sbatch gets the signal,
+    ends, and hsbatch relays what it said and exits with its code."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    ready = tmp_path / "waiting"
+    exe = tmp_path / "sbatch"
+    exe.write_text("#!/bin/sh\n"
+                   "trap 'echo \"sbatch: got $SIG\" >&2; exit 143' TERM\n"
+                   "trap 'echo \"sbatch: got $SIG\" >&2; exit 129' HUP\n"
+                   f"echo 'Submitted batch job 7'\ntouch '{ready}'\n"
+                   "while :; do sleep 0.05; done\n")
+    exe.chmod(0o755)
+    env = dict(os.environ, HSBATCH_SBATCH=str(exe), SIG="it")
+    p = subprocess.Popen([sys.executable, "-m", "slurm_hase.hsbatch.cli", "--wait",
+                          "--wrap=true"], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert time.monotonic() < deadline and p.poll() is None, p.communicate()
+            time.sleep(0.05)
+        os.kill(p.pid, signum)  # hsbatch alone, not its process group
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert out == "Submitted batch job 7\n", (out, err)
+    assert "sbatch: got it" in err and "Traceback" not in err, err
+    assert p.returncode == (143 if signum == 15 else 129)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -219,7 +220,7 @@ def test_fail_open_submits_with_the_description_and_no_constraint(  # type: igno
 
 
 def test_corrupt_model_file_fails_open(tmp_path: Path) -> None:
-    from slurm_hase.hsbatch.core import _load_predict
+    from slurm_hase.hsbatch.judge import load_predict as _load_predict
 
     bad = tmp_path / "model.json"
     bad.write_text('{"format": "slurm-hase-predictor", "version": 1, "boost')
@@ -459,3 +460,60 @@ def test_an_empty_constraint_is_the_users_no_constraint(tmp_path: Path, given: l
     assert not any(a.startswith("--constraint=") for a in argv[: -1 - len(given)])
     comment = next(a for a in argv if a.startswith("--comment=")).removeprefix("--comment=")
     assert WorkloadDescriptor.from_comment(comment).auto_types == ()
+
+
+def test_unknown_option_without_script_goes_to_sbatch_without_reading_stdin() -> None:
+    """`hsbatch --bogus` on a terminal used to wait for a script on stdin; sbatch refuses a bad
+    option at once (or reads stdin itself for an option newer than hsbatch's table)."""
+    def no_stdin() -> str:
+        raise AssertionError("hsbatch read stdin")
+
+    r = FakeRunner(result=CommandResult(("sbatch",), 255, "",
+                                        "sbatch: unrecognized option '--bogus'\n"))
+    out, err = io.StringIO(), io.StringIO()
+    code = run(["--bogus", "-N", "1"], Io(no_stdin, out, err, {}),
+               Deps(runner=r, cluster=cluster, predictor=fake_predictor))
+    assert code == 255
+    assert r.calls == [(["sbatch", "--bogus", "-N", "1"], None)]  # stdin: sbatch's own
+    assert "does not know --bogus" in err.getvalue()
+    assert "unrecognized option '--bogus'" in err.getvalue()
+
+
+def test_known_options_without_script_still_read_stdin() -> None:
+    res = hsbatch(["-N", "1"], stdin="#!/bin/bash\nsrun true\n")
+    assert res.calls == [(["sbatch", "-N", "1"], "#!/bin/bash\nsrun true\n")]
+
+
+@pytest.mark.parametrize("form", ["--nodefile={}", "-F{}", "--nodefile {}", "-F {}",
+                                  "--export-file={}"])
+def test_option_file_read_once_reaches_sbatch_as_a_private_copy(tmp_path: Path,
+                                                                form: str) -> None:
+    """`--nodefile=<(...)`: sbatch's process would not have the /dev/fd/N open (and could
+    not read the pipe again); it gets a copy, removed once it returns."""
+    seen: list[str] = []
+
+    class ReadingRunner(FakeRunner):
+        def run(self, argv: Sequence[str], **kw):  # type: ignore[no-untyped-def,override]
+            word = next(w for w in argv[1:] if "hsbatch-" in w)
+            seen.append(Path(word[word.index("/"):]).read_text())
+            return super().run(argv, **kw)
+
+    r, w = os.pipe()
+    os.write(w, b"v100-1\nv100-2\n")
+    os.close(w)
+    try:
+        words = form.format(f"/dev/fd/{r}").split()
+        res = hsbatch([*words, script(tmp_path, "")], runner=ReadingRunner())
+    finally:
+        os.close(r)
+    assert res.code == 0 and seen == ["v100-1\nv100-2\n"]
+    copy = next(w for w in res.calls[0][0] if "hsbatch-" in w)
+    assert not Path(copy[copy.index("/"):]).exists()  # removed after sbatch returned
+    assert len(res.calls[0][0]) == 1 + len(words) + 1  # same words: the script is still last
+
+
+def test_regular_nodefile_is_passed_as_given(tmp_path: Path) -> None:
+    nf = tmp_path / "nodes"
+    nf.write_text("v100-1\n")
+    res = hsbatch([f"--nodefile={nf}", script(tmp_path, "")])
+    assert f"--nodefile={nf}" in res.calls[0][0]

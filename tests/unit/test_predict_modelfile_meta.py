@@ -77,7 +77,7 @@ def test_shipped_loads_the_packaged_model() -> None:
 
 def test_hsbatch_predictor_option_takes_shipped() -> None:
     """hsbatch --hase-predictor=shipped (and HASE_PREDICTOR=shipped) load through here."""
-    from slurm_hase.hsbatch.core import _load_predict
+    from slurm_hase.hsbatch.judge import load_predict as _load_predict
 
     got = _load_predict("shipped")(D, ["a100"])
     assert got == load_predictor().predict(D, ["a100"])
