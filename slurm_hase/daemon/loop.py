@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from slurm_hase.daemon.cycle import (
@@ -117,7 +117,7 @@ class Daemon:
                         "history once sacct answers", exc)
             self._unseeded_at = now
             return ledger
-        added = _add_history(ledger, records, until=now)
+        added = _add_history(ledger, records, until=now, node_mps=self._node_mps(records))
         log.info("usage ledger seeded from sacct", extra={
             "jobs": len({r.job_id for r in records}), "runs": len(records), "counted": added,
             "usage": {a: round(u) for a, u in ledger.usage().items()}})
@@ -140,11 +140,22 @@ class Daemon:
         except SlurmError as exc:
             log.debug("sacct still unavailable for the usage history: %s", exc)
             return
-        added = _add_history(self.ledger, records, until=self._unseeded_at)
+        added = _add_history(self.ledger, records, until=self._unseeded_at,
+                             node_mps=self._node_mps(records))
         self._unseeded_at = None
         log.info("usage ledger seeded from sacct (late)", extra={
             "jobs": len({r.job_id for r in records}), "runs": len(records), "counted": added,
             "usage": {a: round(u) for a, u in self.ledger.usage().items()}})
+
+    def _node_mps(self, records: Sequence[AccountingRecord]) -> dict[str, int]:
+        """Node -> MPS units of one of its GPUs (sinfo, asked only when a record holds MPS);
+        {} when sinfo fails: gres/mps then reads as a percent of a GPU."""
+        try:
+            nodes = self.backend.nodes() if any(mps_from_tres(r.alloc_tres) for r in records) else []
+        except SlurmError:
+            return {}
+        per = {n.name: (n.mps_total, sum(c for c in n.gpus.values() if c > 0)) for n in nodes}
+        return {name: mps // gpus for name, (mps, gpus) in per.items() if 0 < gpus <= mps}
 
     def _shares(self) -> Mapping[str, float]:
         """The fixed [shares], else sacctmgr's. sacctmgr needs slurmdbd: while it fails, the
@@ -233,8 +244,11 @@ class Daemon:
     def _record(self, result: CycleResult, wall: float) -> None:
         rows = _decision_rows(result, self.config.dry_run)
         rows += self._new_refusals(result, {r.job_id for r in rows})
+        # every job whose entry the cycle may have changed (a requeued job's update may be
+        # neither planned nor applied), its row written whole: the store equals the entry
         touched = set() if self.config.dry_run else (
-            {jid for jid, _ in result.planned} | {jid for jid, _ in result.applied})
+            {jid for jid, _ in result.planned} | {jid for jid, _ in result.applied}
+            | set(result.requeued))
         owned_now = {jid: _owned_row(self.owned[jid]) for jid in touched if jid in self.owned}
         # planned, not sent or refused, and never set by the daemon before: no longer ours
         not_ours = [jid for jid in touched if jid not in self.owned]
@@ -313,12 +327,15 @@ class WallClock:
         return time.time()
 
 
-def _add_history(ledger: UsageLedger, records: Iterable[AccountingRecord], until: float) -> int:
-    """Add each record's GPU service before `until` (GPUs, MPS shares as fractions); returns
-    how many records counted."""
+def _add_history(ledger: UsageLedger, records: Iterable[AccountingRecord], until: float,
+                 node_mps: Mapping[str, int] | None = None) -> int:
+    """Add each record's GPU service before `until` (GPUs, MPS shares as fractions: gres/mps
+    over the MPS units per GPU of its node, `node_mps`, else 100); returns how many counted."""
     added = 0
     for rec in records:
-        gpus = sum(rec.alloc_gpus.values()) + mps_from_tres(rec.alloc_tres) / 100.0
+        mps = mps_from_tres(rec.alloc_tres)
+        per_gpu = (node_mps or {}).get(rec.nodes, 100) if mps else 100
+        gpus = sum(rec.alloc_gpus.values()) + mps / per_gpu
         if rec.start_time is None or gpus <= 0:
             continue
         end = min(float(rec.end_time) if rec.end_time is not None else until, until)

@@ -7,14 +7,16 @@ Nice/Features changed) and asks the estimator only then.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from slurm_hase.policy.types import GpuPool, PendingJob, RunningJob
-from slurm_hase.slurm.types import Job
+from slurm_hase.slurm.types import GpuRequest, Job
 
 DEFAULT_RUNTIME_S = 3600.0  # expected remaining time of a running job we know nothing about
+# MPS units of one GPU where no node says otherwise: gres/mps read as a percent of a GPU
+MPS_PER_GPU = 100
 
 
 @dataclass(frozen=True)
@@ -55,8 +57,11 @@ class RecordBuilder:
     def __init__(self, pools: Mapping[str, GpuPool], types: tuple[str, ...],
                  estimator: RuntimeEstimator, now: float, nice_scale: int, nice_zero: int,
                  reuse: bool, old_pending: Mapping[str, PendingEntry],
-                 old_running: Mapping[str, RunningEntry]) -> None:
+                 old_running: Mapping[str, RunningEntry],
+                 mps_units: Mapping[str, int] | None = None) -> None:
         self.pools, self.types, self.now = pools, types, now
+        # GPU type -> MPS units per GPU of its nodes with an MPS count (state._mps_units)
+        self.mps_units: Mapping[str, int] = mps_units or {}
         self.estimate = estimator.estimate
         self.scale, self.zero = max(nice_scale, 1), nice_zero
         self.reuse = reuse
@@ -98,9 +103,9 @@ class RecordBuilder:
                 pj = pe[3] if same_key else replace(pe[3], features=job.features,
                                                     nice=self._nice(job))
                 return tkey, (key, est, types, pj, job, tkey)  # newest Job: `is` hits
-            num, frac = gpu_shape(job)
+            num, frac = self._shape(job, gpu, types)
         else:
-            num, frac = gpu_shape(job)
+            num, frac = self._shape(job, gpu, types)
             if num <= 0:
                 return tkey, None
             est = self.estimate(job, types)
@@ -120,6 +125,12 @@ class RecordBuilder:
             preemptible=bool(est.checkpoint and job.requeue), restarts=job.restarts,
         )
         return tkey, (key, est, types, pj, job, tkey)
+
+    def _shape(self, job: Job, gpu: GpuRequest, types: tuple[str, ...]) -> tuple[int, float]:
+        """gpu_shape, an MPS request read by the units per GPU of the types the job may use."""
+        if gpu.mps <= 0 or not self.mps_units:
+            return gpu_shape(job)
+        return gpu_shape(job, mps_per_gpu(self.mps_units, gpu.gpu_type, types))
 
     def _nice(self, job: Job) -> int:
         """The job's Nice in policy units: Slurm's / nice_scale + nice_zero."""
@@ -153,7 +164,7 @@ class RecordBuilder:
             if rj.expected_end != end:
                 rj = replace(rj, expected_end=end)
             return (rkey, est_r, types, expected, rj, job)
-        expected, rj = running_record(job, self.pools, est_r, now)
+        expected, rj = running_record(job, self.pools, est_r, now, self.mps_units)
         return (rkey, est_r, types, expected, rj, job)
 
 
@@ -163,16 +174,29 @@ def _only_nice_or_features(before: tuple[object, ...], now: tuple[object, ...]) 
     return before[:5] == now[:5] and before[7:] == now[7:]
 
 
-def gpu_shape(job: Job) -> tuple[int, float]:
-    """(GPUs, fraction of each) a job asks for; an MPS-only request is one GPU's share."""
+def gpu_shape(job: Job, per_gpu: int = MPS_PER_GPU) -> tuple[int, float]:
+    """(GPUs, fraction of each) a job asks for; an MPS-only request is one GPU's share: its
+    gres/mps count over `per_gpu`, the MPS units of one GPU (Slurm's count per GPU is whatever
+    the node's gres.conf says: Gres=gpu:4,mps:800 is 200 per GPU)."""
     req = job.gpu
     if req is None:
         return 0, 1.0
-    if req.count <= 0 and req.mps > 0:
-        return 1, min(req.mps, 100) / 100.0
     if req.mps > 0:
-        return max(req.count, 1), min(req.mps, 100) / 100.0
+        per = max(per_gpu, 1)
+        return max(req.count, 1), min(req.mps, per) / per
     return req.count, 1.0
+
+
+def mps_per_gpu(units: Mapping[str, int], pinned: str | None, types: Iterable[str]) -> int:
+    """The MPS units of one GPU a pending job's gres/mps count is read by. `units`: GPU type ->
+    units per GPU, for the types whose nodes have an MPS count (no other node can run an MPS
+    job). Pinned to a type: that type's. Else the types it may use (`types`) with an MPS count:
+    their common value, or when they disagree the fewest (the largest share the request can be
+    on any of them: a record never says less of a GPU than the job holds where it lands);
+    MPS_PER_GPU when none has a count."""
+    if pinned:
+        return units.get(pinned.lower(), MPS_PER_GPU)
+    return min((units[t] for t in types if t in units), default=MPS_PER_GPU)
 
 
 def _running_type(job: Job, pools: Mapping[str, GpuPool]) -> str:
@@ -183,11 +207,13 @@ def _running_type(job: Job, pools: Mapping[str, GpuPool]) -> str:
 
 
 def running_record(job: Job, pools: Mapping[str, GpuPool], est: JobEstimate | None,
-                   now: float) -> tuple[float, RunningJob]:
-    """(expected end before clamping to now, the RunningJob)."""
+                   now: float, mps_units: Mapping[str, int] | None = None
+                   ) -> tuple[float, RunningJob]:
+    """(expected end before clamping to now, the RunningJob); an MPS share is read by the
+    units per GPU of the type it runs on (`mps_units`, as for RecordBuilder)."""
     gtype = _running_type(job, pools)
     num = sum(c for c in job.alloc_gpus.values() if c > 0)
-    _, frac = gpu_shape(job)
+    _, frac = gpu_shape(job, (mps_units or {}).get(gtype, MPS_PER_GPU))
     start = float(job.start_time if job.start_time is not None else now)
     speed = 1.0
     expected = start + DEFAULT_RUNTIME_S

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import operator
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING
 
@@ -66,7 +66,8 @@ class StateCache:
     Capacity (reused while the very same Node objects come back), with the GPU types of each
     partition; per partition string of a job: the types it may use; per built record: its
     digest text. The pending entries are updated in place; those of jobs gone since are dropped
-    in bulk once they outnumber the pending jobs (build_state).
+    in bulk once they outnumber the pending jobs (build_state). Every job entry is dropped when
+    the nodes' MPS units per GPU change (a record's MPS share was read by them).
     """
 
     def __init__(self) -> None:
@@ -84,6 +85,7 @@ class StateCache:
         # these (types, part_types) objects; None in `job_types`: every job may use all
         self.job_types: dict[str, tuple[str, ...]] | None = None
         self.job_types_for: tuple[object, object] | None = None
+        self.mps_units: dict[str, int] = {}  # _mps_units of `nodes`
 
 
 _CACHES: weakref.WeakKeyDictionary[object, StateCache] = weakref.WeakKeyDictionary()
@@ -180,9 +182,23 @@ def _summarize(nodes: Sequence[Node], cache: StateCache | None = None) -> Summar
     return pools, cap, part_types
 
 
+def _mps_units(parts: Iterable[NodePart]) -> dict[str, int]:
+    """GPU type -> MPS units of one GPU (gres/mps count over GPUs: Slurm splits a node's count
+    evenly over its GPUs) on the usable nodes of that type with an MPS count, averaged over
+    them; a type no such node holds is left out (no node of it can run an MPS job)."""
+    acc: dict[str, tuple[int, int]] = {}
+    for entries, _ in parts:
+        for gtype, count, _free, mps in entries:
+            if mps > 0:
+                units, gpus = acc.get(gtype, (0, 0))
+                acc[gtype] = (units + mps, gpus + count)
+    return {gtype: max(units // gpus, 1) for gtype, (units, gpus) in acc.items()}
+
+
 def _node_summary(nodes: Sequence[Node], cache: StateCache | None) -> Summary:
     """_summarize, reused while the very same Node objects come back (`cache`); the cache's
-    part_types stays the same object while its content does."""
+    part_types stays the same object while its content does. When the nodes' MPS units per
+    GPU change, the cache's job entries are dropped (records read MPS requests by them)."""
     if cache is None:
         return _summarize(nodes)
     prev = cache.nodes
@@ -192,6 +208,11 @@ def _node_summary(nodes: Sequence[Node], cache: StateCache | None) -> Summary:
         cache.summary = (pools, cap)
         if part_types != cache.part_types:
             cache.part_types = part_types
+        units = _mps_units(part for _, part in cache.node_parts.values())
+        if units != cache.mps_units:
+            cache.mps_units = units
+            cache.pending.clear()
+            cache.running = {}
         cache.nodes = list(nodes)
     return cache.summary[0], cache.summary[1], cache.part_types
 
@@ -268,6 +289,7 @@ def _build_state(
     """build_state, and in the same pass the pending jobs in managed partitions by id and
     their count by asked GPU type or constraint ("" = neither)."""
     all_pools, _, part_types = _node_summary(nodes, cache)
+    mps_units = cache.mps_units if cache is not None else _mps_units(map(_node_part, nodes))
     if config.gpu_types is not None:
         pools = {t: p for t, p in all_pools.items() if t in config.gpu_types}
     else:
@@ -286,7 +308,8 @@ def _build_state(
     entries = cache.pending if cache is not None else {}
     reuse = _repeatable(estimator)
     builder = RecordBuilder(pools, types, estimator, now, config.nice_scale, config.nice_zero,
-                            reuse, entries, cache.running if cache is not None else {})
+                            reuse, entries, cache.running if cache is not None else {},
+                            mps_units)
     pending: list[PendingJob] = []
     running: list[RunningJob] = []
     new_r: dict[str, RunningEntry] = {}

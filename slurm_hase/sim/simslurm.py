@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 
+from slurm_hase.daemon.records import mps_per_gpu
 from slurm_hase.errors import JobNotFoundError, SlurmCommandError
 from slurm_hase.policy.common import parse_features
 from slurm_hase.sim.simcluster import PendingQueue, SharedGpu, SimCluster, SimJob
@@ -72,15 +74,21 @@ class SimSlurm(SimCluster):
         req = job.req
         if req is None or req.gpu_type != job.pinned:
             if tj.gpu_fraction < 1.0:
-                req = GpuRequest(0, job.pinned, "node", int(round(tj.gpu_fraction * 100)))
+                req = GpuRequest(0, job.pinned, "node", self._mps_count(tj.gpu_fraction,
+                                                                        job.pinned))
             else:
                 req = GpuRequest(tj.num_gpus, job.pinned, "job")
             job.req = req
+        running = job.state is JobState.RUNNING
+        if running and tj.gpu_fraction < 1.0:
+            # it holds its trace's fraction of a GPU of the type it runs on: in that type's units
+            # (the pending request's units differ where the types' MPS counts do)
+            mps = self._mps_count(tj.gpu_fraction, job.gpu_type)
+            req = req if mps == req.mps else GpuRequest(0, job.pinned, "node", mps)
         if tj.gpu_fraction < 1.0:
             tres = f"gres/mps:{req.mps}"
         else:
             tres = f"gres/gpu:{job.pinned + ':' if job.pinned else ''}{tj.num_gpus}"
-        running = job.state is JobState.RUNNING
         return Job(
             job_id=tj.job_id, name=tj.workload, user=tj.user, account=tj.account,
             partition=PARTITION, state=job.state, reason="None" if running else job.reason,
@@ -93,6 +101,26 @@ class SimSlurm(SimCluster):
             time_limit_s=int(job.time_limit), held=job.held,
             comment=job.comment, requeue=True, restarts=job.restarts,
         )
+
+    @cached_property
+    def _mps_units(self) -> tuple[dict[str, int], tuple[str, ...]]:
+        """(GPU type -> MPS units per GPU of its nodes, the types of the nodes of PARTITION, or
+        all types when none is in it), as the daemon's state reads them off nodes()."""
+        acc: dict[str, tuple[int, int]] = {}
+        for n in self.nodes_spec:
+            units, gpus = acc.get(n.gpu_type, (0, 0))
+            acc[n.gpu_type] = (units + n.mps * n.gpus, gpus + n.gpus)
+        held = tuple(dict.fromkeys(n.gpu_type for n in self.nodes_spec
+                                   if PARTITION in n.partitions))
+        return ({t: max(u // g, 1) for t, (u, g) in acc.items()},
+                held or tuple(self.type_order))
+
+    def _mps_count(self, fraction: float, pinned: str | None) -> int:
+        """The gres/mps count of `fraction` of one GPU, in the MPS units per GPU the daemon's
+        records read the job's request by (records.mps_per_gpu): Slurm's count per GPU is the
+        node's (Gres=gpu:4,mps:800 is 200 per GPU), 100 on a cluster without `mps`."""
+        units, types = self._mps_units
+        return int(round(fraction * mps_per_gpu(units, pinned, types)))
 
     def nodes(self) -> list[Node]:
         out = []

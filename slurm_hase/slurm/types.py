@@ -42,7 +42,7 @@ class GpuRequest:
     count: int
     gpu_type: str | None
     scope: str  # "job" (--gpus, TresPerJob) or "node" (--gres, TresPerNode)
-    mps: int = 0  # MPS share per node (percent of one GPU), 0 if none
+    mps: int = 0  # MPS units per node (gres/mps=N; the node's count per GPU makes one GPU), 0 if none
 
     @property
     def typed(self) -> bool:

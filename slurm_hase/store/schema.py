@@ -40,21 +40,29 @@ ALTER TABLE owned ADD COLUMN prev_features TEXT;
 )
 
 
-# (nice, features) or (nice, features, prev_nice, prev_features): nice/features None keep what
-# the store has; the prev pair (None when left out) replaces it
+# (nice, features, prev_nice, prev_features): a full row, written as it is (None clears the
+# value: the daemon sends its in-memory entries whole, so the store equals them after each
+# write, a Nice or Features going back to None included). (nice, features): a partial row,
+# nice/features None keep what the store has and the prev pair is cleared (no daemon caller)
 OwnedRow = tuple[int | None, str | None] | tuple[int | None, str | None, int | None, str | None]
+
+_FULL = ("INSERT INTO owned(job_id, nice, features, updated, prev_nice, prev_features) "
+         "VALUES (?,?,?,?,?,?) ON CONFLICT(job_id) DO UPDATE SET nice=excluded.nice, "
+         "features=excluded.features, updated=excluded.updated, "
+         "prev_nice=excluded.prev_nice, prev_features=excluded.prev_features")
+_PARTIAL = ("INSERT INTO owned(job_id, nice, features, updated, prev_nice, prev_features) "
+            "VALUES (?,?,?,?,?,?) ON CONFLICT(job_id) DO UPDATE SET "
+            "nice=COALESCE(excluded.nice, owned.nice), "
+            "features=COALESCE(excluded.features, owned.features), updated=excluded.updated, "
+            "prev_nice=excluded.prev_nice, prev_features=excluded.prev_features")
 
 
 def upsert_owned(db: sqlite_utils.Database, owned_updates: Mapping[str, OwnedRow],
                  at: float) -> None:
-    """Insert or update ownership rows (OwnedRow) in the owned table, at time `at`."""
+    """Insert or update ownership rows (OwnedRow: a full row replaces the stored one, a
+    partial one keeps what it leaves as None) in the owned table, at time `at`."""
     for jid, row in owned_updates.items():
-        nice, feats = row[0], row[1]
-        prev_nice, prev_feats = (row[2], row[3]) if len(row) == 4 else (None, None)
-        db.execute(
-            "INSERT INTO owned(job_id, nice, features, updated, prev_nice, prev_features) "
-            "VALUES (?,?,?,?,?,?) ON CONFLICT(job_id) DO UPDATE SET "
-            "nice=COALESCE(excluded.nice, owned.nice), "
-            "features=COALESCE(excluded.features, owned.features), updated=excluded.updated, "
-            "prev_nice=excluded.prev_nice, prev_features=excluded.prev_features",
-            [jid, nice, feats, at, prev_nice, prev_feats])
+        if len(row) == 4:
+            db.execute(_FULL, [jid, row[0], row[1], at, row[2], row[3]])
+        else:
+            db.execute(_PARTIAL, [jid, row[0], row[1], at, None, None])
