@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from slurm_hase.cli.slurm_env import check_slurm_conf
-from slurm_hase.errors import SlurmError
+from slurm_hase.errors import ConfigError, SlurmError, SlurmTimeoutError
 from slurm_hase.reports.fairness import (
     FairnessReport,
     fairness_report,
@@ -36,6 +36,7 @@ from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.types import AccountingRecord, Job
 
 SINCE, UNTIL = "now-7days", "now"  # the default window
+TIMEOUT_S = 300.0  # each Slurm command's; sacct over a month of a big site can take minutes
 
 
 def _cannot_tell() -> set[str] | None:
@@ -52,7 +53,7 @@ class Inputs:
     queue: list[Job] | None = None  # squeue's jobs (live mode), for "pending now"
     # every account Slurm knows (sacctmgr), asked only when a warning needs it; None: cannot
     # tell (a saved file, sacctmgr failing). Not the shares' keys: those lack root and accounts
-    # whose fairshare is `parent`
+    # whose fairshare is `parent` and that have no users
     known_accounts: Callable[[], set[str] | None] = _cannot_tell
     node_mps: dict[str, int] = field(default_factory=dict)  # node -> MPS count of one GPU
 
@@ -65,23 +66,38 @@ def _backend() -> Any:
     return module.CommandBackend(SubprocessRunner())
 
 
-def _live(since: str, until: str) -> Inputs:
+def _live(since: str, until: str, timeout_s: float = TIMEOUT_S, cluster: str | None = None,
+          since_option: str = SINCE) -> Inputs:
+    """Records, shares, nodes and queue from Slurm; with `cluster`, that cluster's records and
+    shares, and neither this cluster's nodes nor its queue (pending jobs come from sacct)."""
     check_slurm_conf(os.environ)
     backend = _backend()
-    records = backend.accounting(since=since, until=until)
+    if hasattr(backend, "timeout_s"):  # the command backend (a test's stand-in runs none)
+        backend.timeout_s = timeout_s
+    where = {"cluster": cluster} if cluster else {}
     try:
-        shares: dict[str, float] | None = dict(backend.account_shares())
+        records = backend.accounting(since=since, until=until, **where)
+    except SlurmTimeoutError as exc:
+        raise SlurmError(f"{exc.argv[0]} did not answer within {exc.timeout_s:g}s (--timeout): "
+                         "a long window of a busy cluster can take longer; allow more with "
+                         f"--timeout SECONDS, or ask for a shorter window than --since "
+                         f"{since_option}") from exc
+    if cluster and not records:
+        click.echo(f"hase: warning: --cluster {cluster}: sacct has no jobs of it in this window "
+                   "(nor of a cluster not in Slurm's database)", err=True)
+    try:
+        shares: dict[str, float] | None = dict(backend.account_shares(**where))
     except SlurmError as exc:
         click.echo(f"hase: warning: sacctmgr failed ({exc}); no entitlements: ratios are left "
                    "out and Jain's index is over normalised GPU-hours", err=True)
         shares = None
     try:
-        nodes = backend.nodes()
+        nodes = [] if cluster else backend.nodes()
     except SlurmError:
         nodes = []
     node_types, node_mps = node_gpu_types(nodes), node_mps_per_gpu(nodes)
     try:
-        queue: list[Job] | None = list(backend.jobs())
+        queue: list[Job] | None = None if cluster else list(backend.jobs())
     except SlurmError as exc:
         click.echo(f"hase: warning: squeue failed ({exc}); pending jobs counted from sacct, "
                    "which leaves out held ones", err=True)
@@ -118,9 +134,25 @@ def _saved_window(since: str | None, until: str | None, at: float) -> tuple[int,
     return window(since, UNTIL if until is None else until, at)
 
 
+def _one_cluster(cluster: str | None, input_path: Path | None) -> str | None:
+    """--cluster: one cluster name (sacct -M takes lists and `all`); ConfigError otherwise or
+    with --input (a saved file holds what it holds)."""
+    if cluster is None:
+        return None
+    name = cluster.strip()
+    if not name or "," in name or " " in name or name.lower() in ("all", "-1"):
+        raise ConfigError(f"--cluster takes one cluster name, not {cluster!r}: a report is of "
+                          "one cluster")
+    if input_path is not None:
+        raise ConfigError("--cluster is for reports from Slurm; --input reads the saved file "
+                          "as it is")
+    return name
+
+
 def build_report(since: str | None, until: str | None, accounts: str, weights: str,
                  shares: str | None, input_path: Path | None,
-                 now: float | None = None) -> FairnessReport:
+                 now: float | None = None, timeout_s: float = TIMEOUT_S,
+                 cluster: str | None = None) -> FairnessReport:
     """Check the options, fetch records (sacct is asked for exactly the window clipped to; a
     saved file's records are kept to it), derive weights, compute over every account, then keep
     the rows of the --account ones: their shares, entitlements, the weights, the totals and
@@ -128,13 +160,15 @@ def build_report(since: str | None, until: str | None, accounts: str, weights: s
     (a saved file's whole content), so what --account or the window selects changes none of
     them."""
     share_map = _shares(shares) if shares else None
+    cluster = _one_cluster(cluster, input_path)
     weight_map = None if weights in ("none", "catalog") else parse_weights(weights)
     at = time.time() if now is None else now
     clip: tuple[int, int] | None
     if input_path is None:
         clip = live = window(SINCE if since is None else since, UNTIL if until is None else until,
                             at)  # a bad value is refused before sacct runs
-        inputs = _live(stamp(live[0]), stamp(live[1]))
+        inputs = _live(stamp(live[0]), stamp(live[1]), timeout_s, cluster,
+                       SINCE if since is None else since)
         found = inputs.records
         if inputs.queue is not None:
             found = with_queue(found, inputs.queue, live[1])
@@ -198,6 +232,14 @@ def _options(func: Callable[..., None]) -> Callable[..., None]:
                      help="Entitlements ACCOUNT=SHARES,... (default: sacctmgr fairshare)."),
         click.option("--input", "input_path", type=click.Path(dir_okay=False, path_type=Path),
                      default=None, help="Read a saved `sacct --json -a -D` file instead of Slurm."),
+        click.option("--timeout", "timeout_s", type=click.FloatRange(min=1.0),
+                     default=TIMEOUT_S, show_default=True,
+                     help="Seconds to wait for each Slurm command; sacct over a long window "
+                          "of a busy cluster can take minutes."),
+        click.option("--cluster", default=None,
+                     help="Report this cluster of a multi-cluster Slurm database (sacct -M, "
+                          "sacctmgr cluster=; pending jobs from sacct) [default: this cluster, "
+                          "sacct --local]."),
         click.option("--json", "as_json", is_flag=True, help="Print JSON."),
         click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
                      default=None, help="Also write a PNG chart (needs matplotlib)."),
@@ -227,8 +269,8 @@ def report() -> None:
               help="Only these users' rows (comma list; 'me' = you) and their accounts' rows, "
                    "which still count every user's jobs.")
 def usage_cmd(since: str | None, until: str | None, accounts: str, weights: str, shares: str | None,
-              input_path: Path | None, as_json: bool, plot_path: Path | None,
-              users: str) -> None:
+              input_path: Path | None, timeout_s: float, cluster: str | None, as_json: bool,
+              plot_path: Path | None, users: str) -> None:
     """GPU-hours by GPU type per account and user; jobs, pending now, never started, mean wait.
 
     \b
@@ -238,7 +280,8 @@ def usage_cmd(since: str | None, until: str | None, accounts: str, weights: str,
       hase report usage --since 2026-11-01 --until 2026-12-01 --account physics,chem --json
       sacct --json -a -D -S now-7days > saved.json && hase report usage --input saved.json --plot usage.png
     """
-    rep = build_report(since, until, accounts, weights, shares, input_path)
+    rep = build_report(since, until, accounts, weights, shares, input_path, timeout_s=timeout_s,
+                       cluster=cluster)
     wanted = {getpass.getuser() if u.strip() == "me" else u.strip()
               for u in users.split(",") if u.strip()}
     if wanted:
@@ -256,7 +299,8 @@ def usage_cmd(since: str | None, until: str | None, accounts: str, weights: str,
 @report.command(name="fairness")
 @_options
 def fairness_cmd(since: str | None, until: str | None, accounts: str, weights: str, shares: str | None,
-                 input_path: Path | None, as_json: bool, plot_path: Path | None) -> None:
+                 input_path: Path | None, timeout_s: float, cluster: str | None, as_json: bool,
+                 plot_path: Path | None) -> None:
     """Share of normalised GPU-hours vs entitlement per account, Jain's fairness index.
 
     \b
@@ -265,7 +309,8 @@ def fairness_cmd(since: str | None, until: str | None, accounts: str, weights: s
       hase report fairness --since now-30days --shares physics=2,chem=1 --weights none
       hase report fairness --json --plot fairness.png
     """
-    rep = build_report(since, until, accounts, weights, shares, input_path)
+    rep = build_report(since, until, accounts, weights, shares, input_path, timeout_s=timeout_s,
+                       cluster=cluster)
     for warning in rep.warnings:
         click.echo(f"hase: warning: {warning}", err=True)
     _emit(rep, fairness_table(rep), rep.as_dict(), as_json, plot_path)

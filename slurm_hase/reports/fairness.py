@@ -6,7 +6,9 @@ share as a fraction of one GPU (``gres/mps=50`` = half a GPU with 100 shares per
 
 A requeued job is one record per run (``sacct -D``, and ``sacct --json`` always): every run's
 GPU time counts, the job counts once, and its wait is the time it spent queued before its runs
-(see ``job_wait``).
+(see ``job_wait``). Another job that got the same id (Slurm reuses ids after a controller reset)
+counts apart (see ``job_runs``); each component of a heterogeneous job (``123+0``, ``123+1``)
+and each array task (``123_4``) is a job of its own, with its own id.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ MPS_UNKNOWN = "mps"  # MPS share on a node whose GPU type is unknown
 BY_RATIO = "share/entitlement"
 BY_HOURS = "normalised GPU-hours"
 _RUNNING = frozenset({JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING})
+_REQUEUE_CAUSES = frozenset({JobState.PREEMPTED, JobState.NODE_FAIL})
+REQUEUE_GAP_S = 600  # most seconds from a run's end to the requeued job's next submit time
 
 
 def job_gpus(rec: AccountingRecord, node_types: Mapping[str, str] | None = None,
@@ -100,13 +104,38 @@ def guess_node_types(records: Iterable[AccountingRecord]) -> dict[str, str]:
 
 
 def job_runs(records: Iterable[AccountingRecord]) -> list[list[AccountingRecord]]:
-    """Records grouped into jobs: the runs of one job id (a requeued job has one record per run;
-    a job of one run is a group of one), each group in run order (by submit time: a requeue
-    resets it) and the groups in the order their first record came."""
-    jobs: dict[str, list[AccountingRecord]] = {}
+    """Records grouped into jobs: the runs of one job (a requeued job has one record per run,
+    all with its job id; a job of one run is a group of one), each group in run order (by
+    submit time: a requeue resets it), the groups of one id together, in the order its first
+    record came. Records of one id are one job only while each run was requeued (next_run):
+    Slurm reuses job ids after a controller reset, and sacct -D shows the older jobs too."""
+    by_id: dict[str, list[AccountingRecord]] = {}
     for rec in records:
-        jobs.setdefault(rec.job_id, []).append(rec)
-    return [sorted(runs, key=_run_order) for runs in jobs.values()]
+        by_id.setdefault(rec.job_id, []).append(rec)
+    jobs: list[list[AccountingRecord]] = []
+    for recs in by_id.values():
+        runs = sorted(recs, key=_run_order)
+        jobs.append(runs[:1])
+        for rec in runs[1:]:
+            if next_run(jobs[-1][-1], rec):
+                jobs[-1].append(rec)
+            else:
+                jobs.append([rec])
+    return jobs
+
+
+def next_run(prev: AccountingRecord, rec: AccountingRecord) -> bool:
+    """Whether `rec`, of the same job id and submitted after `prev`, is the next run of prev's
+    job rather than another job given the same id. A run ended by a requeue is REQUEUED; one
+    ended by a preemption or a node failure that requeued the job is PREEMPTED or NODE_FAIL,
+    as it is when the job was not requeued, so those count as requeued only when the next
+    record was submitted (Slurm resets the submit time at a requeue, after the epilog) within
+    REQUEUE_GAP_S of their end."""
+    if prev.state is JobState.REQUEUED:
+        return True
+    if prev.state not in _REQUEUE_CAUSES or prev.end_time is None or rec.submit_time is None:
+        return False
+    return 0 <= rec.submit_time - prev.end_time <= REQUEUE_GAP_S
 
 
 def _run_order(rec: AccountingRecord) -> tuple[bool, int]:
@@ -252,7 +281,8 @@ def fairness_report(
     accounts with jobs in the records; when none of them is entitled it falls back to
     normalised GPU-hours, with a warning. Node GPU types not in `node_types` are guessed from
     `guess_from` (default: the records), so that a caller who selects records can guess from
-    all of them. Records with the same job id are the runs of one job (see job_runs)."""
+    all of them. Records of one job id are the runs of one job, unless Slurm reused the id
+    (see job_runs)."""
     recs = list(records)
     weights = dict(speed_weights or {})
     guessed = guess_node_types(recs if guess_from is None else guess_from)

@@ -143,14 +143,17 @@ class CommandBackend:
         return parse_scontrol_partitions(self._run(commands.show_partitions()))
 
     def accounting(
-        self, *, since: str = "now-1day", until: str = "now", job_ids: Sequence[str] = ()
+        self, *, since: str = "now-1day", until: str = "now", job_ids: Sequence[str] = (),
+        cluster: str | None = None,
     ) -> list[AccountingRecord]:
-        """sacct allocations in a window (or for `job_ids`, window ignored)."""
-        argv = commands.sacct_parsable(since=since, until=until, job_ids=job_ids)
+        """sacct allocations in a window (or for `job_ids`, window ignored), of `cluster` (one
+        name) or else of this cluster."""
+        argv = commands.sacct_parsable(since=since, until=until, job_ids=job_ids, cluster=cluster)
         return parse_sacct_parsable(self._run(argv), delimiter=commands.SACCT_DELIMITER)
 
-    def account_shares(self) -> dict[str, float]:
-        return parse_sacctmgr_shares(self._run(commands.sacctmgr_shares()))
+    def account_shares(self, cluster: str | None = None) -> dict[str, float]:
+        """Each account's part of the share tree (of `cluster`, when given)."""
+        return parse_sacctmgr_shares(self._run(commands.sacctmgr_shares(cluster)))
 
     def accounts(self) -> set[str]:
         """``sacctmgr show account``: every account name, root included."""

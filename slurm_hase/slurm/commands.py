@@ -58,15 +58,20 @@ def sacct_parsable(
     job_ids: Sequence[str] = (),
     fields: Sequence[str] = SACCT_FIELDS,
     delimiter: str = SACCT_DELIMITER,
+    cluster: str | None = None,
 ) -> list[str]:
     """``sacct -a -X -P ... -D``: allocations only, with a header line and an unambiguous
     delimiter, and every run of a requeued job (``-D``; without it sacct shows only the last run,
     and a report or usage ledger would miss the GPU time of the runs before). A requeued job is
     then several records with the same job id, one per run, each with its own submit (the
-    requeue resets it), start, end and allocation; the earlier runs have state REQUEUED."""
+    requeue resets it), start, end and allocation; the earlier runs have state REQUEUED.
+
+    One cluster's jobs: `cluster` (``-M``, one name), else this one (``--local``: without it
+    sacct shows every cluster of the federation on a federated cluster)."""
     return [
         "sacct", "-a", "-X", "-P", f"--delimiter={delimiter}",
         *_window(since, until, job_ids), "-o", ",".join(fields), "-D",
+        *(["-M", cluster] if cluster else ["--local"]),
     ]
 
 
@@ -133,8 +138,9 @@ def sacctmgr_accounts() -> list[str]:
     return ["sacctmgr", "show", "account", "format=account", "-P", "-n"]
 
 
-def sacctmgr_shares() -> list[str]:
+def sacctmgr_shares(cluster: str | None = None) -> list[str]:
     """Associations with their fairshare weights and the account tree,
     ``account|parent|user|share`` per line (an account's row has its parent, a user's row
-    its user)."""
-    return ["sacctmgr", "show", "assoc", "format=account,parentname,user,share", "-P", "-n"]
+    its user); of `cluster` only when given (``cluster=NAME``)."""
+    return ["sacctmgr", "show", "assoc", *([f"cluster={cluster}"] if cluster else []),
+            "format=account,parentname,user,share", "-P", "-n"]

@@ -244,8 +244,11 @@ def parse_sacctmgr_shares(raw: str) -> dict[str, float]:
     tree, in the units of the shares of root's children: an account's part of its parent's,
     times the part of it that its own users hold beside its sub-accounts (the jobs of a
     sub-account count as the sub-account's). In a flat tree (every account under root) that
-    is the share sacctmgr shows. The tree root ``root`` and accounts whose share is
-    ``parent`` are left out, as are accounts none of whose ancestors reaches root.
+    is the share sacctmgr shows. An account whose share is ``parent`` has no share of its
+    own: Slurm reparents its users and sub-accounts to the first account above it whose share
+    is a number, where they compete beside that account's own (sacctmgr(1), Fairshare); its
+    part here is what its users hold there. The tree root ``root``, ``parent`` accounts
+    without users and accounts none of whose ancestors reaches root are left out.
     """
     accounts: dict[str, tuple[str, float | None]] = {}  # account -> (parent, share or None)
     users: dict[str, float] = {}  # account -> its users' shares, summed
@@ -276,30 +279,54 @@ def _tree_shares(accounts: Mapping[str, tuple[str, float | None]],
                  users: Mapping[str, float]) -> dict[str, float]:
     """Each account's part of the tree (parse_sacctmgr_shares), from account -> (parent, share;
     None for ``parent``) and account -> its users' shares summed."""
-    children: dict[str, float] = {}  # account -> its sub-accounts' and users' shares, summed
-    for parent, value in accounts.values():
-        children[parent] = children.get(parent, 0.0) + (value or 0.0)
+
+    def pool(account: str) -> str | None:
+        """Where the account's children compete: the account, or for a ``parent`` share the
+        first account above it whose share is a number (root is); None for a loop."""
+        seen: set[str] = set()
+        while account != "root" and account in accounts and accounts[account][1] is None:
+            if account in seen:
+                return None
+            seen.add(account)
+            account = accounts[account][0]
+        return account
+
+    children: dict[str, float] = {}  # pool -> its sub-accounts' and users' shares, summed
+    for account, (parent, value) in accounts.items():
+        if account != "root" and value is not None and (at := pool(parent)) is not None:
+            children[at] = children.get(at, 0.0) + value
     for account, value in users.items():
-        children[account] = children.get(account, 0.0) + value
+        if (at := pool(account)) is not None:
+            children[at] = children.get(at, 0.0) + value
     whole: dict[str, float | None] = {"root": children.get("root", 0.0)}
 
     def part(account: str, seen: frozenset[str] = frozenset()) -> float | None:
         """The account's part of the tree (root's children's units); None: not reachable."""
         if account in whole:
             return whole[account]
-        entry = accounts.get(account)
-        if entry is None or entry[1] is None or account in seen:
+        parent, value = accounts.get(account, ("", None))
+        at = None if value is None or account in seen else pool(parent)
+        if value is None or at is None:
             whole[account] = None
             return None
-        above = part(entry[0], seen | {account})
-        siblings = children.get(entry[0], 0.0)
-        whole[account] = None if above is None or siblings <= 0 else above * entry[1] / siblings
+        above = part(at, seen | {account})
+        siblings = children.get(at, 0.0)
+        whole[account] = None if above is None or siblings <= 0 else above * value / siblings
         return whole[account]
 
     shares: dict[str, float] = {}
-    for account in accounts:
+    for account, (_, value) in accounts.items():
+        if account == "root":
+            continue
+        if value is None:  # no share of its own: its users hold their part of its pool
+            at = pool(account) if account in users else None
+            above = None if at is None else part(at)
+            if at is not None and above is not None:
+                below = children.get(at, 0.0)
+                shares[account] = above * users[account] / below if below > 0 else 0.0
+            continue
         mine = part(account)
-        if account == "root" or mine is None:
+        if mine is None:
             continue
         below = children.get(account, 0.0)
         own = users.get(account, 0.0)

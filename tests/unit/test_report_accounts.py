@@ -91,9 +91,11 @@ def test_sacctmgr_accounts_capture_lists_root(fixtures_dir: Path) -> None:
 @pytest.mark.parametrize("account", ["root", "physics"])
 def test_root_and_parent_share_accounts_are_known(monkeypatch: pytest.MonkeyPatch,
                                                   account: str) -> None:
-    """sacctmgr lists root and `parent`-share accounts; the shares leave them out, so they are
-    no reason to warn that Slurm does not know the account."""
-    assert account not in parse_sacctmgr_shares(PARENT_ASSOC)
+    """sacctmgr lists root and `parent`-share accounts; neither is a reason to warn that Slurm
+    does not know the account. The shares leave root out; a `parent` account's users hold
+    their share in its parent's pool (here alice's 1 of root's)."""
+    assert parse_sacctmgr_shares(PARENT_ASSOC).get(account) == (None if account == "root"
+                                                                else 1.0)
     backend = Backend(PARENT_ASSOC, PARENT_ACCOUNTS)
     res = _usage(monkeypatch, backend, account)
     assert res.exit_code == 0, res.output
@@ -217,7 +219,9 @@ def test_live_account_filter_uses_sacctmgr_shares_of_every_account(
     res = CliRunner().invoke(cli, ["report", "fairness", "--since", "1970-01-01", "--account",
                                    "teama", "--json"])
     [teama] = json.loads(res.stdout)["accounts"]
-    assert teama["entitlement"] == pytest.approx(0.6) and teama["ratio"] == pytest.approx(1 / 0.6)
+    # physics' share is `parent`: its user alice holds her 1 beside teama's 60 and teamb's 40
+    assert teama["entitlement"] == pytest.approx(60 / 101)
+    assert teama["ratio"] == pytest.approx(101 / 60)
 
 
 def test_entitlements_follow_the_account_tree(fixtures_dir: Path) -> None:
