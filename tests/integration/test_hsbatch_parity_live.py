@@ -156,6 +156,13 @@ def test_a_script_read_from_a_pipe_is_not_lost(slurm_env: dict[str, str], tmp_pa
     assert list(tmp.iterdir()) == []
 
 
+def _default_sigint() -> None:
+    """In the child before exec: SIGINT's default action (an ignored one is inherited)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_during_wait_still_relays_the_job_id(slurm_env: dict[str, str], tmp_path: Path,
                                                     submitted: list[str]) -> None:
     """Ctrl-C (SIGINT to the foreground process group) while `--wait` waits: sbatch ends and
@@ -167,9 +174,12 @@ def test_ctrl_c_during_wait_still_relays_the_job_id(slurm_env: dict[str, str], t
 
     for n, cmd in enumerate((["sbatch"], HSBATCH)):
         name = f"it-ctrl-c-{os.getpid()}-{n}"
+        # SIGINT as a terminal's Ctrl-C finds it: a shell without job control (CI started
+        # with `&`) runs its background commands with SIGINT ignored, and they inherit that
         p = subprocess.Popen([*cmd, "--wait", "-J", name, "-o", "/dev/null", "--wrap", "sleep 60"],
                              env=slurm_env, cwd=tmp_path, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+                             stderr=subprocess.PIPE, text=True, start_new_session=True,
+                             preexec_fn=_default_sigint)
         deadline = time.monotonic() + 60
         while not subprocess.run(["squeue", "-h", "-n", name, "-o", "%i"], env=slurm_env,
                                  capture_output=True, text=True, check=False).stdout.strip():

@@ -76,7 +76,7 @@ def test_relaying_runner_passes_a_signal_on_and_returns_what_the_command_said() 
     timer.start()
     with runner.relaying():
         r = runner.run(["sh", "-c", "trap 'echo got TERM; exit 7' TERM; echo started; "
-                        "while :; do sleep 0.05; done"], stdin="", timeout_s=30)
+                        "i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done"], stdin="", timeout_s=30)
     timer.join()
     assert (r.returncode, r.stdout) == (7, "started\ngot TERM\n")
     assert runner.relayed == [signal.SIGTERM]

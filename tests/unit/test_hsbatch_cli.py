@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -92,7 +93,7 @@ def test_signal_to_hsbatch_alone_reaches_sbatch_and_the_id_is_relayed(tmp_path: 
                    "trap 'echo \"sbatch: got $SIG\" >&2; exit 143' TERM\n"
                    "trap 'echo \"sbatch: got $SIG\" >&2; exit 129' HUP\n"
                    f"echo 'Submitted batch job 7'\ntouch '{ready}'\n"
-                   "while :; do sleep 0.05; done\n")
+                   "i=0; while [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\n")
     exe.chmod(0o755)
     env = dict(os.environ, HSBATCH_SBATCH=str(exe), SIG="it")
     p = subprocess.Popen([sys.executable, "-m", "slurm_hase.hsbatch.cli", "--wait",
@@ -105,9 +106,10 @@ def test_signal_to_hsbatch_alone_reaches_sbatch_and_the_id_is_relayed(tmp_path: 
             time.sleep(0.05)
         os.kill(p.pid, signum)  # hsbatch alone, not its process group
         out, err = p.communicate(timeout=30)
-    finally:
-        if p.poll() is None:
+    finally:  # whatever is left of the session (a sbatch hsbatch left behind, before the fix)
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(p.pid, signal.SIGKILL)
+        p.wait(timeout=30)
     assert out == "Submitted batch job 7\n", (out, err)
     assert "sbatch: got it" in err and "Traceback" not in err, err
     assert p.returncode == (143 if signum == 15 else 129)
