@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import FrameType
 from typing import NamedTuple, Protocol
 
@@ -61,23 +61,40 @@ class SubprocessRunner:
         timeout_s: float = 60.0,
         cwd: str | None = None,
     ) -> CommandResult:
-        full_env = {**os.environ, **self.env_overlay, **(env or {})}
-        with _command_errors(argv, timeout_s):
-            proc = subprocess.run(  # noqa: S603 - argv list, never a shell
-                list(argv), input=None if stdin is None else stdin.encode(*_BYTES),
-                capture_output=True, env=full_env, timeout=timeout_s, cwd=cwd, check=False,
-            )
-        return _result(argv, proc.returncode, proc.stdout, proc.stderr)
+        return self._run(argv, stdin, env, timeout_s, cwd)
+
+    def _run(self, argv: Sequence[str], stdin: str | None, env: Mapping[str, str] | None,
+             timeout_s: float, cwd: str | None,
+             started: Callable[[subprocess.Popen[bytes]], None] | None = None) -> CommandResult:
+        """`run`, what subprocess.run does (stdin inherited when None; on a timeout the command
+        is killed and reaped), handing the started process to `started` first."""
+        with _command_errors(argv, timeout_s), subprocess.Popen(  # noqa: S603 - argv list
+                list(argv), stdin=None if stdin is None else subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self._env(env),
+                cwd=cwd) as proc:
+            if started is not None:
+                started(proc)
+            try:
+                out, err = proc.communicate(None if stdin is None else stdin.encode(*_BYTES),
+                                            timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()  # and reaped, not read to the end: a grandchild may hold the pipes
+                proc.wait()
+                raise
+        return _result(argv, proc.returncode, out, err)
+
+    def _env(self, env: Mapping[str, str] | None) -> dict[str, str]:
+        """This process's environment, the overlay over it, then `env` over both."""
+        return {**os.environ, **self.env_overlay, **(env or {})}
 
     def spawn(
         self, argv: Sequence[str], *, log_path: str, env: Mapping[str, str] | None = None
     ) -> int:
         """Start a long-running service in its own session; return its pid."""
-        full_env = {**os.environ, **self.env_overlay, **(env or {})}
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(  # noqa: S603 - argv list, never a shell
                 list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=full_env, start_new_session=True,
+                env=self._env(env), start_new_session=True,
             )
         return proc.pid
 
@@ -135,7 +152,6 @@ class RelayingRunner(SubprocessRunner):
     ) -> CommandResult:
         if not self._relay or threading.current_thread() is not threading.main_thread():
             return super().run(argv, stdin=stdin, env=env, timeout_s=timeout_s, cwd=cwd)
-        full_env = {**os.environ, **self.env_overlay, **(env or {})}
         child: list[subprocess.Popen[bytes]] = []
         early: list[int] = []  # came before the command started: passed on once it has
 
@@ -147,22 +163,14 @@ class RelayingRunner(SubprocessRunner):
             else:
                 early.append(signum)
 
+        def started(proc: subprocess.Popen[bytes]) -> None:
+            child.append(proc)
+            for signum in early:
+                proc.send_signal(signum)
+
         previous = {s: signal.signal(s, relay) for s in self.RELAYED}
         try:
-            with _command_errors(argv, timeout_s):
-                child.append(subprocess.Popen(  # noqa: S603 - argv list, never a shell
-                    list(argv), stdin=None if stdin is None else subprocess.PIPE,
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env, cwd=cwd))
-                for signum in early:
-                    child[0].send_signal(signum)
-                try:
-                    out, err = child[0].communicate(
-                        None if stdin is None else stdin.encode(*_BYTES), timeout=timeout_s)
-                except subprocess.TimeoutExpired:
-                    child[0].kill()
-                    child[0].communicate()
-                    raise
+            return self._run(argv, stdin, env, timeout_s, cwd, started)
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
-        return _result(argv, child[0].returncode, out, err)

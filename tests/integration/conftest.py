@@ -6,12 +6,14 @@ are missing, the tests skip with the reason, unless HASE_REQUIRE_CLUSTER=1 (CI) 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
 
 import pytest
 
+from slurm_hase.errors import HaseError
 from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.localcluster.manager import LocalCluster
 from slurm_hase.slurm.localcluster.paths import cluster_paths
@@ -57,6 +59,16 @@ def slurm_runner(local_cluster: LocalCluster) -> SubprocessRunner:
 @pytest.fixture(scope="session")
 def slurm_backend(slurm_runner: SubprocessRunner) -> CommandBackend:
     return CommandBackend(slurm_runner)
+
+
+@pytest.fixture
+def jobs(slurm_backend: CommandBackend) -> Iterator[list[str]]:
+    """Ids of the jobs a test submits; each is cancelled afterwards."""
+    made: list[str] = []
+    yield made
+    for job_id in made:
+        with contextlib.suppress(HaseError):
+            slurm_backend.cancel(job_id)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -163,6 +163,26 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _waiting(cmd: list[str], name: str, env: dict[str, str], cwd: Path
+             ) -> subprocess.Popen[str]:
+    """`cmd --wait` of a 60 s job named `name`, in a session of its own, once the job is queued
+    and sbatch waits on it. SIGINT as a terminal's Ctrl-C finds it: a shell without job control
+    (CI started with `&`) runs its background commands with SIGINT ignored, and they inherit
+    that."""
+    import time
+
+    p = subprocess.Popen([*cmd, "--wait", "-J", name, "-o", "/dev/null", "--wrap", "sleep 60"],
+                         env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True, preexec_fn=_default_sigint)
+    deadline = time.monotonic() + 60
+    while not subprocess.run(["squeue", "-h", "-n", name, "-o", "%i"], env=env,
+                             capture_output=True, text=True, check=False).stdout.strip():
+        assert time.monotonic() < deadline, "no job submitted within 60 s"
+        time.sleep(0.2)
+    time.sleep(1)  # sbatch is waiting now
+    return p
+
+
 def test_ctrl_c_during_wait_still_relays_the_job_id(slurm_env: dict[str, str], tmp_path: Path,
                                                     submitted: list[str]) -> None:
     """Ctrl-C (SIGINT to the foreground process group) while `--wait` waits: sbatch ends and
@@ -170,22 +190,9 @@ def test_ctrl_c_during_wait_still_relays_the_job_id(slurm_env: dict[str, str], t
     does (128 + SIGINT), rather than dying with a traceback and the id lost."""
     import os
     import signal
-    import time
 
     for n, cmd in enumerate((["sbatch"], HSBATCH)):
-        name = f"it-ctrl-c-{os.getpid()}-{n}"
-        # SIGINT as a terminal's Ctrl-C finds it: a shell without job control (CI started
-        # with `&`) runs its background commands with SIGINT ignored, and they inherit that
-        p = subprocess.Popen([*cmd, "--wait", "-J", name, "-o", "/dev/null", "--wrap", "sleep 60"],
-                             env=slurm_env, cwd=tmp_path, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True,
-                             preexec_fn=_default_sigint)
-        deadline = time.monotonic() + 60
-        while not subprocess.run(["squeue", "-h", "-n", name, "-o", "%i"], env=slurm_env,
-                                 capture_output=True, text=True, check=False).stdout.strip():
-            assert time.monotonic() < deadline, "no job submitted within 60 s"
-            time.sleep(0.2)
-        time.sleep(1)  # sbatch is waiting now
+        p = _waiting(cmd, f"it-ctrl-c-{os.getpid()}-{n}", slurm_env, tmp_path)
         os.killpg(p.pid, signal.SIGINT)
         out, err = p.communicate(timeout=60)
         ids = re.findall(r"Submitted batch job (\d+)", out)
@@ -202,20 +209,10 @@ def test_sigterm_to_hsbatch_alone_during_wait_reaches_sbatch(slurm_env: dict[str
     N" and exits with sbatch's code, and no sbatch is left behind."""
     import os
     import signal
-    import time
 
     codes = []
     for n, cmd in enumerate((["sbatch"], HSBATCH)):
-        name = f"it-term-{os.getpid()}-{n}"
-        p = subprocess.Popen([*cmd, "--wait", "-J", name, "-o", "/dev/null", "--wrap", "sleep 60"],
-                             env=slurm_env, cwd=tmp_path, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while not subprocess.run(["squeue", "-h", "-n", name, "-o", "%i"], env=slurm_env,
-                                 capture_output=True, text=True, check=False).stdout.strip():
-            assert time.monotonic() < deadline, "no job submitted within 60 s"
-            time.sleep(0.2)
-        time.sleep(1)  # sbatch is waiting now
+        p = _waiting(cmd, f"it-term-{os.getpid()}-{n}", slurm_env, tmp_path)
         os.kill(p.pid, signal.SIGTERM)
         out, err = p.communicate(timeout=60)
         ids = re.findall(r"Submitted batch job (\d+)", out)

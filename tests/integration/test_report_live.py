@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
@@ -46,16 +45,6 @@ def test_usage_counts_held_job_as_pending_now(slurm_backend: CommandBackend,
 
 
 # --- requeued jobs, known accounts, the --account filter, MPS types from the whole file -------
-
-@pytest.fixture
-def jobs(slurm_backend: CommandBackend) -> Iterator[list[str]]:
-    """Ids of the jobs a test submits; each is cancelled afterwards."""
-    made: list[str] = []
-    yield made
-    for job_id in made:
-        with contextlib.suppress(HaseError):
-            slurm_backend.cancel(job_id)
-
 
 def _hase(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     hase = str(Path(sys.executable).with_name("hase"))  # the venv's console script

@@ -4,41 +4,19 @@ this cluster (--local) or the one --cluster names (-M)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from slurm_hase.errors import HaseError
 from slurm_hase.reports.fairness import fairness_report
 from slurm_hase.reports.window import stamp
 from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.types import AccountingRecord, JobState
 from tests.integration.test_adapter_live import QUIET, wait_for
+from tests.integration.test_report_live import _hase
 
 pytestmark = pytest.mark.slurm
 CLUSTER = "hase"  # ClusterName of the local cluster's slurm.conf
-
-
-@pytest.fixture
-def jobs(slurm_backend: CommandBackend) -> Iterator[list[str]]:
-    """Ids of the jobs a test submits; each is cancelled afterwards."""
-    made: list[str] = []
-    yield made
-    for job_id in made:
-        with contextlib.suppress(HaseError):
-            slurm_backend.cancel(job_id)
-
-
-def _hase(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    hase = str(Path(sys.executable).with_name("hase"))  # the venv's console script
-    return subprocess.run([hase, *args], env={**os.environ, **env}, capture_output=True,
-                          text=True, timeout=120)
 
 
 def _done(backend: CommandBackend, job_id: str, count: int) -> list[AccountingRecord] | None:
