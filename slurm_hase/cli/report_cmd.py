@@ -20,7 +20,6 @@ from slurm_hase.reports.fairness import (
     FairnessReport,
     fairness_report,
     node_gpu_types,
-    node_mps_per_gpu,
     only_accounts,
 )
 from slurm_hase.reports.format import fairness_table, usage_table
@@ -33,6 +32,7 @@ from slurm_hase.reports.weights import (
 )
 from slurm_hase.reports.window import FORMS, overlaps, stamp, window
 from slurm_hase.slurm.backend import SlurmBackend
+from slurm_hase.slurm.tres import node_mps_per_gpu
 from slurm_hase.slurm.types import AccountingRecord, Job
 
 SINCE, UNTIL = "now-7days", "now"  # the default window

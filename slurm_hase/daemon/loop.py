@@ -25,7 +25,7 @@ from slurm_hase.errors import PolicyError, SlurmError, StoreError
 from slurm_hase.policy.types import Policy
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.backend import SlurmBackend
-from slurm_hase.slurm.tres import mps_from_tres
+from slurm_hase.slurm.tres import mps_from_tres, node_mps_per_gpu
 from slurm_hase.slurm.types import AccountingRecord, SchedulerDepths
 from slurm_hase.store.state import CycleRow, DecisionRow, StateStore
 
@@ -154,8 +154,7 @@ class Daemon:
             nodes = self.backend.nodes() if any(mps_from_tres(r.alloc_tres) for r in records) else []
         except SlurmError:
             return {}
-        per = {n.name: (n.mps_total, sum(c for c in n.gpus.values() if c > 0)) for n in nodes}
-        return {name: mps // gpus for name, (mps, gpus) in per.items() if 0 < gpus <= mps}
+        return node_mps_per_gpu(nodes)
 
     def _shares(self) -> Mapping[str, float]:
         """The fixed [shares], else sacctmgr's. sacctmgr needs slurmdbd: while it fails, the

@@ -60,7 +60,7 @@ class RecordBuilder:
                  old_running: Mapping[str, RunningEntry],
                  mps_units: Mapping[str, int] | None = None) -> None:
         self.pools, self.types, self.now = pools, types, now
-        # GPU type -> MPS units per GPU of its nodes with an MPS count (state._mps_units)
+        # GPU type -> MPS units per GPU of its nodes with an MPS count (state._summarize)
         self.mps_units: Mapping[str, int] = mps_units or {}
         self.estimate = estimator.estimate
         self.scale, self.zero = max(nice_scale, 1), nice_zero

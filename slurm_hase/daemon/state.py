@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import operator
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING
 
@@ -85,7 +85,7 @@ class StateCache:
         # these (types, part_types) objects; None in `job_types`: every job may use all
         self.job_types: dict[str, tuple[str, ...]] | None = None
         self.job_types_for: tuple[object, object] | None = None
-        self.mps_units: dict[str, int] = {}  # _mps_units of `nodes`
+        self.mps_units: MpsUnits = {}  # of `nodes` (_summarize)
 
 
 _CACHES: weakref.WeakKeyDictionary[object, StateCache] = weakref.WeakKeyDictionary()
@@ -105,7 +105,8 @@ def _cache_for(backend: object) -> StateCache:
 CapPart = tuple[tuple[str, ...], tuple[tuple[str, int], ...]]  # partitions, (type, GPUs)
 NodePart = tuple[tuple[tuple[str, int, int, int], ...], CapPart | None]
 PartTypes = dict[str, frozenset[str]]  # partition -> GPU types its usable nodes hold
-Summary = tuple[dict[str, GpuPool], Capacity, PartTypes]
+MpsUnits = dict[str, int]  # GPU type -> MPS units of one GPU, on its nodes with an MPS count
+Summary = tuple[dict[str, GpuPool], Capacity, PartTypes, MpsUnits]
 
 
 def _node_part(node: Node) -> NodePart:
@@ -131,10 +132,13 @@ def _node_part(node: Node) -> NodePart:
 
 
 def _summarize(nodes: Sequence[Node], cache: StateCache | None = None) -> Summary:
-    """GPU pools, feature Capacity and GPU types by partition of usable nodes, in one pass.
-    With `cache`, a node object seen last time is not read again, and the Capacity stands
-    while no node's part of it changed (allocations do not change it)."""
-    acc: dict[str, list[int]] = {}  # type -> [total, free, nodes, max_per_node, mps_total]
+    """GPU pools, feature Capacity, GPU types by partition and MPS units per GPU (gres/mps
+    count over GPUs: Slurm splits a node's count evenly over its GPUs; a type none of whose
+    nodes has an MPS count is left out, as no node of it can run an MPS job) of usable nodes,
+    in one pass. With `cache`, a node object seen last time is not read again, and the
+    Capacity stands while no node's part of it changed (allocations do not change it)."""
+    # type -> [total, free, nodes, max_per_node, mps_total, GPUs of nodes with an MPS count]
+    acc: dict[str, list[int]] = {}
     old = cache.node_parts if cache is not None else {}
     parts: dict[str, tuple[Node, NodePart]] = {}
     cap_parts: list[CapPart | None] = []
@@ -151,13 +155,15 @@ def _summarize(nodes: Sequence[Node], cache: StateCache | None = None) -> Summar
                 held.add(gtype)
                 entry = acc.get(gtype)
                 if entry is None:
-                    entry = acc[gtype] = [0, 0, 0, 0, 0]
+                    entry = acc[gtype] = [0, 0, 0, 0, 0, 0]
                 entry[0] += count
                 entry[1] += free
                 entry[2] += 1
                 if count > entry[3]:
                     entry[3] = count
-                entry[4] += mps
+                if mps > 0:
+                    entry[4] += mps
+                    entry[5] += count
         cap_parts.append(part[1])
     if cache is not None and cache.summary is not None and cache.cap_parts == cap_parts:
         cap = cache.summary[1]
@@ -171,7 +177,7 @@ def _summarize(nodes: Sequence[Node], cache: StateCache | None = None) -> Summar
     if cache is not None:
         cache.node_parts, cache.cap_parts = parts, cap_parts
     pools = {}
-    for gtype, (total, free, n_nodes, per_node, mps_total) in sorted(acc.items()):
+    for gtype, (total, free, n_nodes, per_node, mps_total, _) in sorted(acc.items()):
         mps_cap = max(mps_total // total, 1) if mps_total else 100
         pools[gtype] = GpuPool(gtype, total, free, n_nodes, per_node, mps_cap)
     held_by: dict[str, set[str]] = {}
@@ -179,20 +185,8 @@ def _summarize(nodes: Sequence[Node], cache: StateCache | None = None) -> Summar
         for name in node_partitions:
             held_by.setdefault(name, set()).update(gtypes)
     part_types = {name: frozenset(gtypes) for name, gtypes in held_by.items()}
-    return pools, cap, part_types
-
-
-def _mps_units(parts: Iterable[NodePart]) -> dict[str, int]:
-    """GPU type -> MPS units of one GPU (gres/mps count over GPUs: Slurm splits a node's count
-    evenly over its GPUs) on the usable nodes of that type with an MPS count, averaged over
-    them; a type no such node holds is left out (no node of it can run an MPS job)."""
-    acc: dict[str, tuple[int, int]] = {}
-    for entries, _ in parts:
-        for gtype, count, _free, mps in entries:
-            if mps > 0:
-                units, gpus = acc.get(gtype, (0, 0))
-                acc[gtype] = (units + mps, gpus + count)
-    return {gtype: max(units // gpus, 1) for gtype, (units, gpus) in acc.items()}
+    mps_units = {gtype: max(e[4] // e[5], 1) for gtype, e in acc.items() if e[5]}
+    return pools, cap, part_types, mps_units
 
 
 def _node_summary(nodes: Sequence[Node], cache: StateCache | None) -> Summary:
@@ -204,17 +198,16 @@ def _node_summary(nodes: Sequence[Node], cache: StateCache | None) -> Summary:
     prev = cache.nodes
     if (cache.summary is None or len(prev) != len(nodes)
             or not all(map(operator.is_, prev, nodes))):
-        pools, cap, part_types = _summarize(nodes, cache)
+        pools, cap, part_types, units = _summarize(nodes, cache)
         cache.summary = (pools, cap)
         if part_types != cache.part_types:
             cache.part_types = part_types
-        units = _mps_units(part for _, part in cache.node_parts.values())
         if units != cache.mps_units:
             cache.mps_units = units
             cache.pending.clear()
             cache.running = {}
         cache.nodes = list(nodes)
-    return cache.summary[0], cache.summary[1], cache.part_types
+    return cache.summary[0], cache.summary[1], cache.part_types, cache.mps_units
 
 
 def _types_for(partition: str, types: tuple[str, ...], part_types: PartTypes
@@ -288,8 +281,7 @@ def _build_state(
 ) -> tuple[ClusterState, dict[str, Job], dict[str, int]]:
     """build_state, and in the same pass the pending jobs in managed partitions by id and
     their count by asked GPU type or constraint ("" = neither)."""
-    all_pools, _, part_types = _node_summary(nodes, cache)
-    mps_units = cache.mps_units if cache is not None else _mps_units(map(_node_part, nodes))
+    all_pools, _, part_types, mps_units = _node_summary(nodes, cache)
     if config.gpu_types is not None:
         pools = {t: p for t, p in all_pools.items() if t in config.gpu_types}
     else:

@@ -47,18 +47,6 @@ def job_gpus(rec: AccountingRecord, node_types: Mapping[str, str] | None = None,
     return out
 
 
-def node_mps_per_gpu(nodes: Iterable[Node]) -> dict[str, int]:
-    """Node -> the MPS count of one of its GPUs (gres/mps over its GPUs), for nodes with both;
-    Slurm splits a node's mps count evenly over its GPUs."""
-    out: dict[str, int] = {}
-    for node in nodes:
-        gpus = sum(c for c in node.gpus.values() if c > 0)
-        per_gpu = node.mps_total // gpus if gpus > 0 else 0
-        if per_gpu > 0:
-            out[node.name] = per_gpu
-    return out
-
-
 def started(rec: AccountingRecord) -> bool:
     """Whether the job ever ran: it runs now, or it has a start time and ran or got nodes.
 

@@ -11,11 +11,11 @@ Shapes handled (all pure string work, no Slurm needed):
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from slurm_hase.errors import SlurmParseError
-from slurm_hase.slurm.types import GpuRequest
+from slurm_hase.slurm.types import GpuRequest, Node
 
 Version = tuple[int, int]
 
@@ -197,3 +197,15 @@ def format_request(req: GpuRequest, version: Version) -> str:
     if req.mps:
         parts.append(format_mps_tres(req.mps, version))
     return ",".join(parts)
+
+
+def node_mps_per_gpu(nodes: Iterable[Node]) -> dict[str, int]:
+    """Node -> the MPS count of one of its GPUs (gres/mps over its GPUs), for nodes with both;
+    Slurm splits a node's mps count evenly over its GPUs."""
+    out: dict[str, int] = {}
+    for node in nodes:
+        gpus = sum(c for c in node.gpus.values() if c > 0)
+        per_gpu = node.mps_total // gpus if gpus > 0 else 0
+        if per_gpu > 0:
+            out[node.name] = per_gpu
+    return out

@@ -130,7 +130,7 @@ def test_capacity_given_equals_built_from_nodes() -> None:
     nodes = [gpu_node("a1", "a100"), gpu_node("v1", "v100", partition="other"),
              gpu_node("d1", "t4", state="DOWN")]
     built = Capacity(nodes)
-    _, shared, _ = _summarize(nodes)
+    _, shared, _, _ = _summarize(nodes)
     assert shared.types == built.types == {"a100", "v100"}
     assert shared._cap == built._cap
     job = Job(job_id="1", name="n", user="u", account="a", partition="gpu",

@@ -232,8 +232,8 @@ def test_cached_node_summary_follows_every_node_change() -> None:
         NODES,
     ]
     for nodes in rounds:
-        pools, cap, _ = _node_summary(nodes, cache)
-        fresh_pools, fresh_cap, _ = _summarize(nodes)
+        pools, cap, _, _ = _node_summary(nodes, cache)
+        fresh_pools, fresh_cap, _, _ = _summarize(nodes)
         assert pools == fresh_pools
         assert cap.types == fresh_cap.types and cap._cap == fresh_cap._cap
 

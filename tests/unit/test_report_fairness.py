@@ -240,7 +240,7 @@ def test_time_suspended_counts_with_a_window_and_without() -> None:
 def test_an_mps_share_counts_against_one_gpu_of_its_node() -> None:
     """A node with gpu:a100:4 and mps:800 has 200 MPS per GPU: gres/mps=200 there is one
     whole GPU's worth, not two (the divisor was fixed at 100); nodes without mps keep 100."""
-    from slurm_hase.reports.fairness import node_mps_per_gpu
+    from slurm_hase.slurm.tres import node_mps_per_gpu
     from slurm_hase.slurm.types import Node
 
     nodes = [Node("big-1", "MIXED", gpus={"a100": 4}, mps_total=800),
