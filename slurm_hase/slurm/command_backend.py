@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from slurm_hase.errors import (
     JobNotFoundError,
     SlurmCommandError,
+    SlurmError,
     SlurmParseError,
     SlurmUnavailableError,
 )
@@ -26,6 +27,7 @@ from slurm_hase.slurm.parse_text import (
     parse_show_config,
     parse_version,
     scheduler_depths,
+    split_by_cluster,
 )
 from slurm_hase.slurm.runner import CommandResult, Runner
 from slurm_hase.slurm.types import (
@@ -91,6 +93,8 @@ class CommandBackend:
         self.timeout_s = timeout_s
         self._version = version
         self._version_text = f"{version[0]}.{version[1]:02d}" if version else None
+        self._cluster_name: str | None = None
+        self._cluster_known = False
 
     def _run(self, argv: Sequence[str], *, stdin: str | None = None,
              job_id: str | None = None) -> str:
@@ -152,8 +156,35 @@ class CommandBackend:
         return parse_sacct_parsable(self._run(argv), delimiter=commands.SACCT_DELIMITER)
 
     def account_shares(self, cluster: str | None = None) -> dict[str, float]:
-        """Each account's part of the share tree (of `cluster`, when given)."""
-        return parse_sacctmgr_shares(self._run(commands.sacctmgr_shares(cluster)))
+        """Each account's part of the share tree of `cluster`, or else of this cluster
+        (sacctmgr lists every cluster's associations of a shared database: another cluster's
+        account of the same name would overwrite this one's share)."""
+        if cluster:
+            return parse_sacctmgr_shares(self._run(commands.sacctmgr_shares(cluster)))
+        try:
+            name = self.cluster_name()
+        except SlurmUnavailableError:  # slurmctld down; slurmdbd may still answer
+            return self._only_cluster_shares()
+        return parse_sacctmgr_shares(self._run(commands.sacctmgr_shares(name)))
+
+    def _only_cluster_shares(self) -> dict[str, float]:
+        """The shares of the database's one cluster; SlurmError when it holds several (which
+        is this one, only slurmctld's config says)."""
+        by_cluster = split_by_cluster(self._run(commands.sacctmgr_shares_by_cluster()))
+        if len(by_cluster) > 1:
+            raise SlurmError(f"Slurm's database holds clusters {', '.join(sorted(by_cluster))} "
+                             "and slurmctld is not answering to say which is this one: name "
+                             "it (--cluster)")
+        return parse_sacctmgr_shares(next(iter(by_cluster.values()), ""))
+
+    def cluster_name(self) -> str | None:
+        """This cluster's ClusterName (``scontrol show config``, asked once); None when the
+        config does not say."""
+        if not self._cluster_known:
+            name = parse_show_config(self._run(commands.show_config())).get("ClusterName", "")
+            self._cluster_name = name if name and name != "(null)" else None
+            self._cluster_known = True
+        return self._cluster_name
 
     def accounts(self) -> set[str]:
         """``sacctmgr show account``: every account name, root included."""

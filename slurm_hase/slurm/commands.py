@@ -144,3 +144,10 @@ def sacctmgr_shares(cluster: str | None = None) -> list[str]:
     its user); of `cluster` only when given (``cluster=NAME``)."""
     return ["sacctmgr", "show", "assoc", *([f"cluster={cluster}"] if cluster else []),
             "format=account,parentname,user,share", "-P", "-n"]
+
+
+def sacctmgr_shares_by_cluster() -> list[str]:
+    """Every cluster's associations, ``cluster|account|parent|user|share`` per line: for when
+    this cluster's name cannot be asked (slurmctld down), to tell whether there is one."""
+    return ["sacctmgr", "show", "assoc", "format=cluster,account,parentname,user,share", "-P",
+            "-n"]

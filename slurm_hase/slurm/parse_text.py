@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
 from slurm_hase.errors import SlurmParseError
@@ -247,11 +247,15 @@ def parse_sacctmgr_shares(raw: str) -> dict[str, float]:
     is the share sacctmgr shows. An account whose share is ``parent`` has no share of its
     own: Slurm reparents its users and sub-accounts to the first account above it whose share
     is a number, where they compete beside that account's own (sacctmgr(1), Fairshare); its
-    part here is what its users hold there. The tree root ``root``, ``parent`` accounts
-    without users and accounts none of whose ancestors reaches root are left out.
+    part here is what its users hold there. A *user* whose share is ``parent`` is judged by
+    its account's own fairshare (sacctmgr(1); sshare shows the account's NormShares on that
+    user's row) without taking from its siblings: an account with one keeps its whole part.
+    The tree root ``root``, ``parent`` accounts without users and accounts none of whose
+    ancestors reaches root are left out.
     """
     accounts: dict[str, tuple[str, float | None]] = {}  # account -> (parent, share or None)
     users: dict[str, float] = {}  # account -> its users' shares, summed
+    parent_users: set[str] = set()  # accounts with a user whose share is `parent`
     for line in complete_lines(raw, "sacctmgr shares"):
         if not line.strip():
             continue
@@ -270,13 +274,29 @@ def parse_sacctmgr_shares(raw: str) -> dict[str, float]:
             value = None
         if user:
             users[account] = users.get(account, 0.0) + (value or 0.0)
+            if value is None:
+                parent_users.add(account)
         else:
             accounts[account] = (parent, value)
-    return _tree_shares(accounts, users)
+    return _tree_shares(accounts, users, parent_users)
+
+
+def split_by_cluster(raw: str) -> dict[str, str]:
+    """``sacctmgr show assoc format=cluster,...`` -> cluster -> its lines without the cluster
+    field (what parse_sacctmgr_shares reads)."""
+    out: dict[str, list[str]] = {}
+    for line in complete_lines(raw, "sacctmgr shares"):
+        if line.strip():
+            cluster, sep, rest = line.partition("|")
+            if not sep:
+                raise SlurmParseError("sacctmgr shares", f"expected cluster|...: {line!r}")
+            out.setdefault(cluster.strip(), []).append(rest)
+    return {cluster: "\n".join(lines) + "\n" for cluster, lines in out.items()}
 
 
 def _tree_shares(accounts: Mapping[str, tuple[str, float | None]],
-                 users: Mapping[str, float]) -> dict[str, float]:
+                 users: Mapping[str, float], parent_users: Set[str] = frozenset()
+                 ) -> dict[str, float]:
     """Each account's part of the tree (parse_sacctmgr_shares), from account -> (parent, share;
     None for ``parent``) and account -> its users' shares summed."""
 
@@ -331,7 +351,10 @@ def _tree_shares(accounts: Mapping[str, tuple[str, float | None]],
         below = children.get(account, 0.0)
         own = users.get(account, 0.0)
         # an account with sub-accounts keeps its users' part; one without keeps it all
-        shares[account] = mine * own / below if below > 0 and own < below else mine
+        # a user whose share is `parent` is judged by the account's own fairshare (sshare
+        # shows the account's NormShares on that user's row): the account keeps its whole part
+        keep_all = below <= 0 or own >= below or account in parent_users
+        shares[account] = mine if keep_all else mine * own / below
     return shares
 
 

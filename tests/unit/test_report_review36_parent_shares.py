@@ -73,3 +73,17 @@ def test_parent_accounts_jobs_count_against_an_entitlement(fixtures_dir: Path) -
     assert rows["physb"].ratio == pytest.approx(0.5 / ((2 / 7) / total))
     assert rep.jain_basis == BY_RATIO and rep.warnings == []
     assert rep.jain_index is not None and rep.jain_index < 0.6
+
+
+def test_a_user_whose_share_is_parent_holds_the_accounts_whole_part(fixtures_dir: Path) -> None:
+    """dave's share is `parent` (sacctmgr shows `physics||dave|parent`; on the local 22.05
+    cluster sshare gave such a user its account's NormShares): physics' jobs are judged by all
+    of physics' part (1), not the 2 / (2 + 3) that its numeric user holds beside physa."""
+    shares = parse_sacctmgr_shares(_tree(fixtures_dir) + "physics||dave|parent\n")
+    assert shares == pytest.approx({"physics": 1.0, "physa": 0.6, "teama": 60.0,
+                                    "teamb": 40.0})
+    # an account whose only user is `parent` beside a sub-account: its part, not 0
+    raw = ("root|||1\nteama|root||60\nteama||alice|parent\nsub|teama||3\nsub||bob|1\n"
+           "teamb|root||40\nteamb||carl|1\n")
+    assert parse_sacctmgr_shares(raw) == pytest.approx({"teama": 60.0, "sub": 60.0,
+                                                        "teamb": 40.0})

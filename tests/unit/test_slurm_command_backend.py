@@ -10,12 +10,14 @@ import pytest
 from slurm_hase.errors import (
     JobNotFoundError,
     SlurmCommandError,
+    SlurmError,
     SlurmParseError,
     SlurmUnavailableError,
 )
 from slurm_hase.slurm import commands
 from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.command_backend import CommandBackend
+from slurm_hase.slurm.parse_text import parse_show_config
 from slurm_hase.slurm.runner import CommandResult
 from slurm_hase.slurm.types import JobState, JobUpdate, SchedulerDepths
 from tests.conftest import slurm_capture
@@ -56,13 +58,16 @@ def ok(out: str) -> tuple[int, str, str]:
 
 
 def replay(fixtures_dir: Path, v: str) -> FakeRunner:
+    config = cap(fixtures_dir, v, "scontrol-show-config.txt")
+    name = parse_show_config(config)["ClusterName"]  # hase (22.05), hase24 (24.11)
     return FakeRunner({
         tuple(commands.version()): ok(cap(fixtures_dir, v, "version.txt")),
+        tuple(commands.show_config()): ok(config),
         tuple(commands.squeue_json()): ok(cap(fixtures_dir, v, "squeue.json")),
         tuple(commands.show_nodes()): ok(cap(fixtures_dir, v, "scontrol-show-node.txt")),
         tuple(commands.show_partitions()): ok(
             cap(fixtures_dir, f"local-{v}", "scontrol-show-partition.txt")),
-        tuple(commands.sacctmgr_shares()): ok(
+        tuple(commands.sacctmgr_shares(name)): ok(
             cap(fixtures_dir, f"local-{v}", "sacctmgr-shares.txt")),
     })
 
@@ -79,6 +84,34 @@ def test_reads_through_the_backend(fixtures_dir: Path, v: str) -> None:
     assert runner.calls[0][0] == ("squeue", "--json")  # no version probe needed for reads
     # times come in the form the parsers read, whatever SLURM_TIME_FORMAT the caller has
     assert all(env == {"SLURM_TIME_FORMAT": "standard"} for env in runner.envs)
+
+
+@pytest.mark.parametrize("v", ["22.05", "24.11"])
+def test_shares_are_of_this_cluster_asked_once(fixtures_dir: Path, v: str) -> None:
+    """sacctmgr lists every cluster of a shared database: the shares are asked for this
+    cluster's ClusterName (scontrol show config, once per backend), or the one named."""
+    runner = replay(fixtures_dir, v)
+    backend = CommandBackend(runner)
+    first, again = backend.account_shares(), backend.account_shares()
+    assert first == again == {"teama": 60.0, "teamb": 40.0}
+    name = {"22.05": "hase", "24.11": "hase24"}[v]
+    assert [c[0] for c in runner.calls] == [tuple(commands.show_config()),
+                                            tuple(commands.sacctmgr_shares(name)),
+                                            tuple(commands.sacctmgr_shares(name))]
+    named = FakeRunner({tuple(commands.sacctmgr_shares("other")): ok("teama|root||5\n")})
+    assert CommandBackend(named).account_shares("other") == {"teama": 5.0}
+    assert [c[0] for c in named.calls] == [tuple(commands.sacctmgr_shares("other"))]
+
+
+def test_shares_of_every_cluster_when_the_config_names_none() -> None:
+    """A config without ClusterName (or "(null)"): sacctmgr is asked without a cluster."""
+    for config in ("SlurmctldPort = 6817\n", "ClusterName = (null)\n"):
+        runner = FakeRunner({tuple(commands.show_config()): ok(config),
+                             tuple(commands.sacctmgr_shares()): ok("teama|root||5\n")})
+        backend = CommandBackend(runner)
+        assert backend.account_shares() == {"teama": 5.0} and backend.cluster_name() is None
+        assert backend.account_shares() == {"teama": 5.0}
+        assert [c[0] for c in runner.calls].count(tuple(commands.show_config())) == 1
 
 
 @pytest.mark.parametrize("local", LOCAL)
@@ -220,16 +253,20 @@ def test_negative_nice_reads_as_squeue_text_shows_it(fixtures_dir: Path, local: 
 
 
 class SlurmdbdDown:
-    """sacct and sacctmgr fail as they did with slurmdbd down (captured stderr, exit 1)."""
+    """sacct and sacctmgr fail as they did with slurmdbd down (captured stderr, exit 1);
+    slurmctld still answers scontrol."""
 
     def __init__(self, fixtures_dir: Path, local: str) -> None:
         self.err = {cmd: cap(fixtures_dir, local, name) for cmd, name in (
             ("sacct", "sacct-slurmdbd-down.stderr"),
             ("sacctmgr", "sacctmgr-shares-slurmdbd-down.stderr"))}
+        self.config = cap(fixtures_dir, "22.05", "scontrol-show-config.txt")
 
     def run(self, argv: Sequence[str], *, stdin: str | None = None,
             env: Mapping[str, str] | None = None, timeout_s: float = 60.0,
             cwd: str | None = None) -> CommandResult:
+        if list(argv) == commands.show_config():
+            return CommandResult(tuple(argv), 0, self.config, "")
         return CommandResult(tuple(argv), 1, "", self.err[argv[0]])
 
 
@@ -280,3 +317,22 @@ def test_scheduler_depths_follow_scheduler_parameters(fixtures_dir: Path) -> Non
     backend = CommandBackend(FakeRunner({tuple(commands.show_config()): ok(bad)}))
     with pytest.raises(SlurmParseError, match="bf_max_job_test='lots'"):
         backend.scheduler_depths()
+
+
+@pytest.mark.parametrize("local", LOCAL)
+def test_shares_with_slurmctld_down_read_the_one_cluster(fixtures_dir: Path, local: str) -> None:
+    """scontrol cannot say ClusterName (captured stderr of a down slurmctld): sacctmgr's
+    associations of every cluster are read; one cluster gives its shares, several a
+    SlurmError naming them, and the name is asked again next time."""
+    down = (1, "", cap(fixtures_dir, local, "scontrol-show-node-controller-down.stderr"))
+    one = "hase|root|||1\nhase|teama|root||60\nhase|teama||alice|1\nhase|teamb|root||40\n"
+    runner = FakeRunner({tuple(commands.show_config()): down,
+                         tuple(commands.sacctmgr_shares_by_cluster()): ok(one)})
+    backend = CommandBackend(runner)
+    assert backend.account_shares() == {"teama": 60.0, "teamb": 40.0}
+    runner.answers[tuple(commands.sacctmgr_shares_by_cluster())] = ok(
+        one + "other|root|||1\nother|teama|root||5\n")
+    with pytest.raises(SlurmError, match="holds clusters hase, other and slurmctld is not "
+                                         "answering .* name it \\(--cluster\\)"):
+        backend.account_shares()
+    assert [c[0] for c in runner.calls].count(tuple(commands.show_config())) == 2
