@@ -176,16 +176,16 @@ def _summarize(nodes: Sequence[Node], cache: StateCache | None = None) -> Summar
                     cap.add(node_partitions, gtype, count)
     if cache is not None:
         cache.node_parts, cache.cap_parts = parts, cap_parts
+    mps_units = {gtype: max(e[4] // e[5], 1) for gtype, e in acc.items() if e[5]}
     pools = {}
-    for gtype, (total, free, n_nodes, per_node, mps_total, _) in sorted(acc.items()):
-        mps_cap = max(mps_total // total, 1) if mps_total else 100
-        pools[gtype] = GpuPool(gtype, total, free, n_nodes, per_node, mps_cap)
+    for gtype, (total, free, n_nodes, per_node, _, _) in sorted(acc.items()):
+        # the units of one GPU on the nodes with an MPS count (the others have none to split)
+        pools[gtype] = GpuPool(gtype, total, free, n_nodes, per_node, mps_units.get(gtype, 100))
     held_by: dict[str, set[str]] = {}
     for node_partitions, gtypes in by_parts.items():
         for name in node_partitions:
             held_by.setdefault(name, set()).update(gtypes)
     part_types = {name: frozenset(gtypes) for name, gtypes in held_by.items()}
-    mps_units = {gtype: max(e[4] // e[5], 1) for gtype, e in acc.items() if e[5]}
     return pools, cap, part_types, mps_units
 
 

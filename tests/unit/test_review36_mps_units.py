@@ -153,3 +153,13 @@ def test_a_running_simulated_share_is_read_as_the_simulator_books_it(fixtures_di
     (view,) = sim.jobs()
     assert view.gpu is not None and view.gpu.mps == 100 and view.tres_per_node == "gres/mps:100"
     assert fractions(state(sim.jobs(), sim.nodes())) == {"1": 0.5}
+
+
+def test_pool_mps_capacity_counts_the_gpus_of_nodes_with_an_mps_count() -> None:
+    """Two a100 nodes of 4 GPUs, one with mps:800 (200 per GPU): the pool's MPS units per GPU
+    are 200, not 800 over all 8 GPUs (100)."""
+    nodes = [gpu_node("a1", "a100", mps=800), gpu_node("a2", "a100")]
+    st = state([mps_job("1", 100)], nodes)
+    assert st.pools["a100"].mps_capacity == 200
+    assert fractions(st) == {"1": 0.5}
+    assert state([], [gpu_node("a3", "a100")]).pools["a100"].mps_capacity == 100  # no count
