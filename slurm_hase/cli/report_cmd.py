@@ -58,12 +58,13 @@ class Inputs:
     node_mps: dict[str, int] = field(default_factory=dict)  # node -> MPS count of one GPU
 
 
-def _backend() -> Any:
-    """The command backend over a SubprocessRunner (SLURM_CONF from the environment)."""
+def _backend(timeout_s: float) -> Any:
+    """The command backend over a SubprocessRunner (SLURM_CONF from the environment), each
+    command given `timeout_s`."""
     from slurm_hase.slurm.runner import SubprocessRunner
 
     module = importlib.import_module("slurm_hase.slurm.command_backend")
-    return module.CommandBackend(SubprocessRunner())
+    return module.CommandBackend(SubprocessRunner(), timeout_s=timeout_s)
 
 
 def _live(since: str, until: str, timeout_s: float = TIMEOUT_S, cluster: str | None = None,
@@ -71,9 +72,7 @@ def _live(since: str, until: str, timeout_s: float = TIMEOUT_S, cluster: str | N
     """Records, shares, nodes and queue from Slurm; with `cluster`, that cluster's records and
     shares, and neither this cluster's nodes nor its queue (pending jobs come from sacct)."""
     check_slurm_conf(os.environ)
-    backend = _backend()
-    if hasattr(backend, "timeout_s"):  # the command backend (a test's stand-in runs none)
-        backend.timeout_s = timeout_s
+    backend = _backend(timeout_s)
     where = {"cluster": cluster} if cluster else {}
     try:
         records = backend.accounting(since=since, until=until, **where)

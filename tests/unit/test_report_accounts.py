@@ -67,7 +67,7 @@ class Backend:
 
 
 def _usage(monkeypatch: pytest.MonkeyPatch, backend: Backend, accounts: str) -> Any:
-    monkeypatch.setattr(report_cmd, "_backend", lambda: backend)
+    monkeypatch.setattr(report_cmd, "_backend", lambda timeout_s: backend)
     return CliRunner().invoke(cli, ["report", "usage", "--since", "1970-01-01", "--account",
                                     accounts, "--weights", "none"])
 
@@ -133,7 +133,7 @@ def test_known_accounts_without_shares(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_sacctmgr_failing_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
     """Live, a failed sacctmgr leaves the report without entitlements: a warning says so
     instead of Jain's index switching basis unannounced."""
-    monkeypatch.setattr(report_cmd, "_backend", lambda: NoShares(PARENT_ASSOC, PARENT_ACCOUNTS))
+    monkeypatch.setattr(report_cmd, "_backend", lambda timeout_s: NoShares(PARENT_ASSOC, PARENT_ACCOUNTS))
     res = CliRunner().invoke(cli, ["report", "fairness", "--since", "1970-01-01", "--weights",
                                    "none", "--json"])
     assert res.exit_code == 0, res.output
@@ -157,7 +157,7 @@ class MixedGres(Backend):
 
 
 def test_node_type_is_the_typed_gres_beside_an_untyped_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(report_cmd, "_backend", lambda: MixedGres(PARENT_ASSOC, PARENT_ACCOUNTS))
+    monkeypatch.setattr(report_cmd, "_backend", lambda timeout_s: MixedGres(PARENT_ASSOC, PARENT_ACCOUNTS))
     res = CliRunner().invoke(cli, ["report", "usage", "--since", "1970-01-01", "--weights",
                                    "none", "--json"])
     assert res.exit_code == 0, res.output
@@ -215,7 +215,7 @@ def test_account_filter_usage_rows_and_footer(capture: Path) -> None:
 def test_live_account_filter_uses_sacctmgr_shares_of_every_account(
         monkeypatch: pytest.MonkeyPatch) -> None:
     backend = Backend(PARENT_ASSOC, PARENT_ACCOUNTS)
-    monkeypatch.setattr(report_cmd, "_backend", lambda: backend)
+    monkeypatch.setattr(report_cmd, "_backend", lambda timeout_s: backend)
     res = CliRunner().invoke(cli, ["report", "fairness", "--since", "1970-01-01", "--account",
                                    "teama", "--json"])
     [teama] = json.loads(res.stdout)["accounts"]

@@ -113,7 +113,7 @@ class FakeBackend:
 @pytest.mark.usefixtures("utc")
 def test_live_mode_uses_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     backend = FakeBackend()
-    monkeypatch.setattr(report_cmd, "_backend", lambda: backend)
+    monkeypatch.setattr(report_cmd, "_backend", lambda timeout_s: backend)
     res = _invoke("usage", "--since", "2026-01-01", "--until", "now", "--json", "--weights", "none")
     assert res.exit_code == 0, res.output
     # sacct is asked for the very window the report clips to, spelt out to the second
@@ -217,7 +217,7 @@ def test_account_without_jobs_is_warned_about_not_silently_empty(
     """--account with a typo or a quiet account still reports, with a warning that says which
     (sacctmgr knows the account or not) and the accounts that do have jobs."""
     backend = KnownAccountsBackend()
-    monkeypatch.setattr(report_cmd, "_backend", lambda: backend)
+    monkeypatch.setattr(report_cmd, "_backend", lambda timeout_s: backend)
     res = CliRunner().invoke(cli, ["report", "usage", "--account", "a,quiet,typo", "--weights",
                                    "none"])
     assert res.exit_code == 0, res.output

@@ -127,7 +127,7 @@ class TwoDayJob:
 def test_every_sacct_form_clips_the_same(monkeypatch: pytest.MonkeyPatch, since: str) -> None:
     """The audit's case: `11/02/26` used to reach sacct unclipped (48 GPU-h, window null)."""
     backend = TwoDayJob()
-    monkeypatch.setattr(report_cmd, "_backend", lambda: backend)
+    monkeypatch.setattr(report_cmd, "_backend", lambda timeout_s: backend)
     res = CliRunner().invoke(cli, ["report", "usage", "--since", since, "--until", "2026-11-03",
                                    "--json", "--weights", "none"])
     assert res.exit_code == 0, res.output
@@ -147,7 +147,7 @@ def test_bad_window_fails_before_sacct_runs(monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture[str],
                                             args: list[str], message: str) -> None:
     backend = TwoDayJob()
-    monkeypatch.setattr(report_cmd, "_backend", lambda: backend)
+    monkeypatch.setattr(report_cmd, "_backend", lambda timeout_s: backend)
     for command in ("usage", "fairness"):
         code, out, err = run_main(["report", command, *args], capsys)
         assert (code, out) == (2, "")

@@ -95,7 +95,7 @@ class CapturedBackend:
 
 
 def test_usage_counts_pending_from_squeue(monkeypatch: pytest.MonkeyPatch, fixtures_dir: Path) -> None:
-    monkeypatch.setattr(report_cmd, "_backend", lambda: CapturedBackend(fixtures_dir))
+    monkeypatch.setattr(report_cmd, "_backend", lambda timeout_s: CapturedBackend(fixtures_dir))
     res = CliRunner().invoke(cli, ["report", "usage", "--since", "2026-11-29", "--until", "now", "--json"])
     assert res.exit_code == 0, res.output
     rows = {a["account"]: a for a in json.loads(res.stdout)["accounts"]}
@@ -106,7 +106,7 @@ def test_usage_counts_pending_from_squeue(monkeypatch: pytest.MonkeyPatch, fixtu
 
 
 def test_squeue_failure_warns_and_keeps_sacct(monkeypatch: pytest.MonkeyPatch, fixtures_dir: Path) -> None:
-    monkeypatch.setattr(report_cmd, "_backend", lambda: CapturedBackend(fixtures_dir, squeue_fails=True))
+    monkeypatch.setattr(report_cmd, "_backend", lambda timeout_s: CapturedBackend(fixtures_dir, squeue_fails=True))
     res = CliRunner().invoke(cli, ["report", "usage", "--since", "2026-11-29", "--json"])
     assert res.exit_code == 0, res.output
     assert res.stderr.startswith("hase: warning: squeue failed (squeue --json... exited 1:")

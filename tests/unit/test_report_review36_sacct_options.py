@@ -52,7 +52,7 @@ class Runner:
 def runner(monkeypatch: pytest.MonkeyPatch) -> Runner:
     fake = Runner()
     monkeypatch.delenv("SLURM_CONF", raising=False)
-    monkeypatch.setattr(report_cmd, "_backend", lambda: CommandBackend(fake))
+    monkeypatch.setattr(report_cmd, "_backend", lambda timeout_s: CommandBackend(fake, timeout_s=timeout_s))
     return fake
 
 
@@ -117,7 +117,7 @@ def test_no_jobs_of_the_named_cluster_is_said(monkeypatch: pytest.MonkeyPatch,
     fake = Runner()
     monkeypatch.setattr(fake, "run", lambda argv, **kw: CommandResult(
         tuple(argv), 0, SEP.join(FIELDS) + "\n" if argv[0] == "sacct" else "", ""))
-    monkeypatch.setattr(report_cmd, "_backend", lambda: CommandBackend(fake))
+    monkeypatch.setattr(report_cmd, "_backend", lambda timeout_s: CommandBackend(fake, timeout_s=timeout_s))
     code, _, err = run_main(["report", "usage", *WINDOW, "--cluster", "wset"], capsys)
     assert code == 0
     assert err.startswith("hase: warning: --cluster wset: sacct has no jobs of it in this window")
@@ -149,7 +149,8 @@ def test_sacct_past_the_timeout_says_what_to_change(monkeypatch: pytest.MonkeyPa
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("SLURM_CONF", raising=False)
-    monkeypatch.setattr(report_cmd, "_backend", lambda: CommandBackend(SubprocessRunner()))
+    monkeypatch.setattr(report_cmd, "_backend",
+                        lambda timeout_s: CommandBackend(SubprocessRunner(), timeout_s=timeout_s))
     code, out, err = run_main(["report", "fairness", "--since", "now-30days", "--timeout", "1"],
                               capsys)
     assert (code, out) == (1, "")

@@ -129,7 +129,7 @@ def test_live_and_saved_json_agree_on_the_same_window(fixtures_dir: Path, tmp_pa
     lo, hi = _window(fixtures_dir)
     span = ["--since", stamp(lo), "--until", stamp(hi), "--account", "teamb", "--weights", "none",
             "--shares", "teama=60,teamb=40", "--json"]
-    monkeypatch.setattr(report_cmd, "_backend", lambda: CapturedBackend(_text(fixtures_dir)))
+    monkeypatch.setattr(report_cmd, "_backend", lambda timeout_s: CapturedBackend(_text(fixtures_dir)))
     live = CliRunner().invoke(cli, ["report", "usage", *span])
     saved = tmp_path / "saved.json"
     saved.write_text(_json_doc(fixtures_dir))
