@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from slurm_hase.errors import DescriptorError
-from slurm_hase.hsbatch.sbatch_opts import HASE_PREFIX, SPANK_OPTIONS, Scan, scan
+from slurm_hase.hsbatch.sbatch_opts import HASE_PREFIX, SPANK_OPTIONS, Scan, VersionFn, scan
 
 FLAGS = frozenset({"hase-explain", "hase-no-constraint"})
 VALUED = frozenset({"hase-descriptor", "hase-predictor"})
@@ -40,10 +40,12 @@ class HaseOptions:
         self.mps_option: str | None = None  # --hase-mps's value (passed on to sbatch too)
 
 
-def split_argv(argv: Sequence[str]) -> tuple[list[str], HaseOptions, Scan]:
-    """(sbatch's argv with every --hase-* option removed, our options, scan of sbatch's argv)."""
+def split_argv(argv: Sequence[str], version: VersionFn | None = None
+               ) -> tuple[list[str], HaseOptions, Scan]:
+    """(sbatch's argv with every --hase-* option removed, our options, scan of sbatch's argv);
+    `version`: Slurm's, asked only where it decides what an option name means (scan)."""
     keyed = _key_options() if any(w.startswith("--" + HASE_PREFIX) for w in argv) else frozenset()
-    first = scan(argv, is_ours=keyed | VALUED)
+    first = scan(argv, is_ours=keyed | VALUED, version=version)
     opts = HaseOptions()
     drop: set[int] = set()
     for o in first.opts:
@@ -76,7 +78,7 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], HaseOptions, Scan]:
                 "see hsbatch --help)"
             )
     rest = [w for i, w in enumerate(argv) if i not in drop]
-    return rest, opts, scan(rest) if drop else first
+    return rest, opts, scan(rest, version=version) if drop else first
 
 
 def _option_hint(name: str) -> str:

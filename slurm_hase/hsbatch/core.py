@@ -97,9 +97,28 @@ def run(argv: Sequence[str], io: Io, deps: Deps) -> int:
                 os.unlink(path)
 
 
+def _sbatch_version(deps: Deps) -> Callable[[], tuple[int, int] | None]:
+    """Slurm's (major, minor) from ``sbatch --version``, asked at most once; None when it
+    cannot tell (the newest option table is used then)."""
+    found: list[tuple[int, int] | None] = []
+
+    def version() -> tuple[int, int] | None:
+        if not found:
+            from slurm_hase.slurm.parse_text import parse_version
+
+            try:
+                res = deps.runner.run([deps.sbatch, "--version"], timeout_s=30)
+                found.append(parse_version(res.stdout).tuple if res.returncode == 0 else None)
+            except SlurmError:
+                found.append(None)
+        return found[0]
+
+    return version
+
+
 def _run(argv: Sequence[str], io: Io, deps: Deps, copies: list[str]) -> int:
     try:
-        sb_argv, hopts, sc = split_argv(argv)
+        sb_argv, hopts, sc = split_argv(argv, _sbatch_version(deps))
     except DescriptorError as exc:
         io.err.write(f"hsbatch: error: {exc}\n")
         return exc.exit_code

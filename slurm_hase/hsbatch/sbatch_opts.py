@@ -9,7 +9,7 @@ names from 23.x/24.x are added so their values are not mistaken for the script.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 REQUIRED = "required"
@@ -44,6 +44,14 @@ LONG_OPTIONS: dict[str, str] = {
     **{n: OPTIONAL for n in LONG_OPTIONAL},
     **{n: NONE for n in LONG_NONE},
 }
+# names the real sbatch 22.05.8 does not know ("unrecognized option"; the live test checks each
+# name on both Slurm releases), added by 24.11: on a 22.05 sbatch a prefix of one of them may be
+# unambiguous (--ext is --extra-node-info there, ambiguous with --extra on 24.11)
+SINCE_23: frozenset[str] = _names("extra tres-per-task tres-bind segment oom-kill-step")
+OPTIONS_22: dict[str, str] = {n: k for n, k in LONG_OPTIONS.items() if n not in SINCE_23}
+# Slurm's (major, minor) version, asked only when it decides what a name means; None: unknown
+# (the newest table is used)
+VersionFn = Callable[[], "tuple[int, int] | None"]
 
 SHORT_TO_LONG: dict[str, str] = {
     "a": "array", "A": "account", "b": "begin", "B": "extra-node-info", "c": "cpus-per-task",
@@ -99,21 +107,33 @@ class Scan:
 ALIASES: dict[str, str] = {"cluster": "clusters", "license": "licenses"}
 
 
-def resolve_long(name: str) -> str | None:
-    """The option a (possibly abbreviated) long name means, aliases made one (``--cluster`` is
-    ``clusters``); None if unknown or ambiguous."""
-    if name in LONG_OPTIONS:
+def resolve_long(name: str, options: Mapping[str, str] = LONG_OPTIONS) -> str | None:
+    """The option a (possibly abbreviated) long name means among `options`, aliases made one
+    (``--cluster`` is ``clusters``); None if unknown or ambiguous."""
+    if name in options:
         return ALIASES.get(name, name)
-    hits = {ALIASES.get(n, n) for n in LONG_OPTIONS if n.startswith(name)}
+    hits = {ALIASES.get(n, n) for n in options if n.startswith(name)}
     return hits.pop() if len(hits) == 1 else None
 
 
-def scan(argv: Sequence[str], *, is_ours: frozenset[str] = frozenset()) -> Scan:
+def resolve_for(name: str, version: VersionFn | None) -> str | None:
+    """resolve_long by the table of the Slurm `version` gives, asked only for a name whose
+    meaning the version decides (a prefix of a name sbatch 22.05 does not know)."""
+    if version is not None and any(n.startswith(name) for n in SINCE_23):
+        found = version()
+        if found is not None and found < (23, 0):
+            return resolve_long(name, OPTIONS_22)
+    return resolve_long(name)
+
+
+def scan(argv: Sequence[str], *, is_ours: frozenset[str] = frozenset(),
+         version: VersionFn | None = None) -> Scan:
     """Split ``argv`` (without the program name) as sbatch's getopt would.
 
     Long options whose name starts with ``hase-`` are hsbatch's, but for the SPANK plugin's
     (SPANK_OPTIONS); those named in ``is_ours`` and the plugin's take a value (``--hase-key=v``
-    or ``--hase-key v``), the others are flags.
+    or ``--hase-key v``), the others are flags. `version` (resolve_for) is asked only about a
+    name that means something else on an older sbatch.
     """
     out = Scan()
     i, n = 0, len(argv)
@@ -127,7 +147,7 @@ def scan(argv: Sequence[str], *, is_ours: frozenset[str] = frozenset()) -> Scan:
             i += 1
             continue
         if word.startswith("--"):
-            i = _long(argv, i, out, is_ours)
+            i = _long(argv, i, out, is_ours, version)
             continue
         if word.startswith("-") and len(word) > 1:
             i = _short(argv, i, out)
@@ -137,7 +157,8 @@ def scan(argv: Sequence[str], *, is_ours: frozenset[str] = frozenset()) -> Scan:
     return out
 
 
-def _long(argv: Sequence[str], i: int, out: Scan, is_ours: frozenset[str]) -> int:
+def _long(argv: Sequence[str], i: int, out: Scan, is_ours: frozenset[str],
+          version: VersionFn | None) -> int:
     body = argv[i][2:]
     name, eq, value = body.partition("=")
     if name.startswith(HASE_PREFIX):
@@ -147,7 +168,7 @@ def _long(argv: Sequence[str], i: int, out: Scan, is_ours: frozenset[str]) -> in
         nxt = argv[i + 1] if i + 1 < len(argv) else None
         out.opts.append(Opt(name, nxt, i, min(i + 2, len(argv))))
         return i + 2
-    full = resolve_long(name)
+    full = resolve_for(name, version)
     if full is None:
         out.opts.append(Opt(name, value if eq else None, i, i + 1, known=False))
         return i + 1

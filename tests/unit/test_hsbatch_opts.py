@@ -6,7 +6,7 @@ import pytest
 
 from slurm_hase.errors import DescriptorError
 from slurm_hase.hsbatch.argv import split_argv
-from slurm_hase.hsbatch.sbatch_opts import resolve_long, scan
+from slurm_hase.hsbatch.sbatch_opts import resolve_for, resolve_long, scan
 
 
 @pytest.mark.parametrize(
@@ -84,3 +84,50 @@ def test_split_flags_and_files() -> None:
 def test_split_errors(argv: list[str], fragment: str) -> None:
     with pytest.raises(DescriptorError, match=fragment):
         split_argv(argv)
+
+
+def test_the_release_decides_an_abbreviation_only_where_it_must() -> None:
+    """--ext is --extra-node-info to sbatch 22.05 (no --extra there) and ambiguous from 23 on;
+    the version is asked only for such a name, and an unknown one keeps the newest table."""
+    asked: list[int] = []
+
+    def v22() -> tuple[int, int]:
+        asked.append(1)
+        return (22, 5)
+
+    assert resolve_for("ext", v22) == "extra-node-info" and asked == [1]
+    assert resolve_for("extra", v22) == "extra-node-info"
+    assert resolve_for("segment", v22) is None  # unrecognized there, refused by sbatch
+    assert resolve_for("part", v22) == "partition" and asked == [1, 1, 1]  # not asked
+    assert resolve_for("ext", lambda: (24, 11)) is None  # extra / extra-node-info
+    assert resolve_for("ext", lambda: None) is None and resolve_for("ext", None) is None
+    assert resolve_for("extra", lambda: (24, 11)) == "extra"
+    sc = scan(["--ext", "4", "job.sh"], version=v22)
+    assert sc.script_index == 2 and sc.last("extra-node-info") == "4"
+    assert scan(["--ext", "4", "job.sh"], version=lambda: (24, 11)).script_index == 1
+
+
+def test_hsbatch_asks_sbatch_its_version_once_and_only_when_needed() -> None:
+    """`sbatch --version` through the runner, at most once; a failure means the newest table."""
+    from slurm_hase.hsbatch.core import Deps, _sbatch_version
+    from slurm_hase.slurm.runner import CommandResult
+
+    class Runner:
+        def __init__(self, code: int, out: str) -> None:
+            self.code, self.out, self.calls = code, out, 0
+
+        def run(self, argv: list[str], **_: object) -> CommandResult:
+            assert argv == ["sbatch", "--version"]
+            self.calls += 1
+            return CommandResult(tuple(argv), self.code, self.out, "")
+
+    good = Runner(0, "slurm-wlm 22.05.8\n")
+    version = _sbatch_version(Deps(good))  # type: ignore[arg-type]
+    assert good.calls == 0
+    assert version() == (22, 5) and version() == (22, 5) and good.calls == 1
+    _, _, sc = split_argv(["--ext", "4", "job.sh"], _sbatch_version(Deps(good)))  # type: ignore[arg-type]
+    assert sc.script_index == 2 and good.calls == 2
+    split_argv(["-p", "gpu", "job.sh"], _sbatch_version(Deps(good)))  # type: ignore[arg-type]
+    assert good.calls == 2  # not asked: nothing depends on it
+    bad = Runner(1, "")
+    assert _sbatch_version(Deps(bad))() is None and bad.calls == 1  # type: ignore[arg-type]

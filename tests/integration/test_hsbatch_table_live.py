@@ -1,0 +1,62 @@
+"""hsbatch's sbatch option table against the real sbatch of each release (22.05 on bookworm,
+24.11 on trixie): every name of it is one sbatch knows, but for the names sbatch 22.05 lacks,
+which it must not know there; and an abbreviation whose meaning the release decides (`--ext`:
+--extra-node-info on 22.05, ambiguous with --extra on 24.11) is read as that sbatch reads it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from slurm_hase.hsbatch.sbatch_opts import ALIASES, LONG_OPTIONS, SINCE_23, resolve_for
+from slurm_hase.slurm.command_backend import CommandBackend
+from tests.integration.test_hsbatch_parity_live import BEGIN, DESC, HSBATCH, _field, _script
+
+pytestmark = pytest.mark.slurm
+
+
+def _knows(env: dict[str, str], name: str) -> bool:
+    """Whether this sbatch's getopt knows --NAME (a test-only submission: nothing queued)."""
+    res = subprocess.run(["sbatch", f"--{name}=1", "--wrap=true", "--test-only"], env=env,
+                         capture_output=True, text=True, timeout=60, check=False)
+    return "unrecognized option" not in res.stderr
+
+
+def test_every_name_of_the_table_is_this_sbatchs(slurm_env: dict[str, str],
+                                                 slurm_backend: CommandBackend) -> None:
+    """Each name means something to this sbatch exactly when hsbatch's table for its release
+    resolves it: itself, or on 22.05 a name it lacks that abbreviates one it has (--extra is
+    --extra-node-info there), the others unrecognized."""
+    version = slurm_backend.version_tuple()
+    meant = {name: resolve_for(name, lambda: version) for name in sorted(LONG_OPTIONS)}
+    assert all(meant[n] == ALIASES.get(n, n) for n in LONG_OPTIONS if n not in SINCE_23)
+    if version < (23, 0):
+        assert meant["extra"] == "extra-node-info" and meant["segment"] is None
+    wrong = [name for name, full in meant.items() if _knows(slurm_env, name) != (full is not None)]
+    assert wrong == [], f"sbatch {slurm_backend.version()} disagrees on {wrong}"
+
+
+def test_an_abbreviation_is_read_as_this_sbatch_reads_it(
+        slurm_env: dict[str, str], slurm_backend: CommandBackend, tmp_path: Path) -> None:
+    """`hsbatch --ext 4 job.sh`: on 22.05 the 4 is --extra-node-info's, job.sh the script and
+    its #HASE description read; on 24.11 sbatch refuses the ambiguous --ext, as hsbatch does."""
+    script = _script(tmp_path, DESC)
+    argv = [BEGIN, "-G", "1", "--ext", "4", script]
+    sb = subprocess.run(["sbatch", *argv], env=slurm_env, capture_output=True, text=True,
+                        timeout=120, check=False)
+    hs = subprocess.run([*HSBATCH, *argv], env=slurm_env, cwd=tmp_path, capture_output=True,
+                        text=True, timeout=120, stdin=subprocess.DEVNULL, check=False)
+    ids = re.findall(r"Submitted batch job (\d+)", sb.stdout + hs.stdout)
+    try:
+        assert hs.returncode == sb.returncode, (sb.stderr, hs.stderr)
+        if slurm_backend.version_tuple() < (23, 0):
+            assert sb.returncode == 0 and len(ids) == 2
+            assert '"model":"resnet50"' in _field(slurm_env, ids[1], "Comment"), hs.stderr
+        else:
+            assert sb.returncode != 0 and "ambiguous" in sb.stderr and ids == []
+    finally:
+        if ids:
+            subprocess.run(["scancel", *ids], env=slurm_env, capture_output=True, check=False)
