@@ -7,7 +7,7 @@ import importlib
 import json
 import os
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,15 +101,15 @@ def _live(since: str, until: str, timeout_s: float = TIMEOUT_S, cluster: str | N
         click.echo(f"hase: warning: squeue failed ({exc}); pending jobs counted from sacct, "
                    "which leaves out held ones", err=True)
         queue = None
-    return Inputs(list(records), shares, node_types, queue, lambda: _slurm_accounts(backend),
-                  node_mps)
+    return Inputs(list(records), shares, node_types, queue,
+                  lambda: _slurm_accounts(backend, where), node_mps)
 
 
-def _slurm_accounts(backend: SlurmBackend) -> set[str] | None:
-    """Every account in Slurm's database (root and `parent`-share accounts too, which
+def _slurm_accounts(backend: SlurmBackend, where: Mapping[str, str]) -> set[str] | None:
+    """The accounts of the reported cluster (root and `parent`-share accounts too, which
     account_shares() leaves out); None when sacctmgr cannot tell."""
     try:
-        return backend.accounts()
+        return backend.accounts(**where)
     except SlurmError:
         return None
 

@@ -38,8 +38,9 @@ class SlurmBackend(Protocol):
     def account_shares(self) -> dict[str, float]: ...
 
     def accounts(self) -> set[str]:
-        """Every account in Slurm's database, root too (which account_shares() leaves out, as
-        it does an account whose fairshare is `parent` and that has no users of its own)."""
+        """The accounts of this cluster's associations, root too (which account_shares() leaves
+        out, as it does an account whose fairshare is `parent` and that has no users of its
+        own)."""
         ...
 
     def scheduler_depths(self) -> SchedulerDepths: ...

@@ -186,9 +186,16 @@ class CommandBackend:
             self._cluster_known = True
         return self._cluster_name
 
-    def accounts(self) -> set[str]:
-        """``sacctmgr show account``: every account name, root included."""
-        return parse_sacctmgr_accounts(self._run(commands.sacctmgr_accounts()))
+    def accounts(self, cluster: str | None = None) -> set[str]:
+        """The accounts with an association on `cluster`, or else on this cluster (root
+        included; a slurmdbd may serve several clusters), or with slurmctld down (no
+        ClusterName to ask) every account in Slurm's database."""
+        if not cluster:
+            try:
+                cluster = self.cluster_name()
+            except SlurmUnavailableError:
+                cluster = None
+        return parse_sacctmgr_accounts(self._run(commands.sacctmgr_accounts(cluster)))
 
     def scheduler_depths(self) -> SchedulerDepths:
         """How deep slurmctld's main and backfill passes look (``scontrol show config``)."""

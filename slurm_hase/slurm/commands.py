@@ -132,9 +132,12 @@ def sbatch(args: Sequence[str]) -> list[str]:
     return ["sbatch", "--parsable", *args]
 
 
-def sacctmgr_accounts() -> list[str]:
-    """Every account in Slurm's database, one name per line (``root`` and accounts whose
-    fairshare is ``parent`` included, which the shares leave out)."""
+def sacctmgr_accounts(cluster: str | None = None) -> list[str]:
+    """The accounts with an association on `cluster`, one name per line (a name may repeat:
+    one line per association), or with none given every account in Slurm's database; ``root``
+    and accounts whose fairshare is ``parent`` included, which the shares leave out."""
+    if cluster:
+        return ["sacctmgr", "show", "assoc", f"cluster={cluster}", "format=account", "-P", "-n"]
     return ["sacctmgr", "show", "account", "format=account", "-P", "-n"]
 
 

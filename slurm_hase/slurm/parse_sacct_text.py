@@ -82,8 +82,8 @@ def parse_sacct_parsable(raw: str, delimiter: str = "|") -> list[AccountingRecor
 
 
 def parse_sacctmgr_accounts(raw: str) -> set[str]:
-    """``sacctmgr show account format=account -P -n`` (commands.sacctmgr_accounts): one account
-    name a line -> the names."""
+    """``sacctmgr show account format=account -P -n`` or ``sacctmgr show assoc cluster=NAME
+    format=account -P -n`` (commands.sacctmgr_accounts): one account name a line -> the names."""
     names = set()
     for line in complete_lines(raw, "sacctmgr show account"):
         name = line.strip()

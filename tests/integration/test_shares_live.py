@@ -9,6 +9,7 @@ import json
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,7 @@ from slurm_hase.reports.window import stamp
 from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.localcluster.manager import LocalCluster
 from tests.integration.test_adapter_live import QUIET, wait_for
+from tests.integration.test_preflight_live import _run as _schedd
 from tests.integration.test_report_live import _hase
 from tests.integration.test_report_review36_live import _done
 
@@ -60,6 +62,21 @@ def test_shares_are_this_clusters_in_a_shared_database(
     assert here == fresh.account_shares("hase")
     assert OTHER_ACCOUNT not in here and here["teama"] == 60.0
     assert fresh.account_shares(OTHER) == {"teama": 5.0, OTHER_ACCOUNT: 99.0}
+
+
+def test_accounts_of_another_cluster_are_not_this_ones(
+        slurm_backend: CommandBackend, slurm_env: dict[str, str], tmp_path: Path,
+        other_cluster: None) -> None:
+    """An account with associations on the other cluster only is not one of this cluster's
+    accounts: the daemon's preflight warns that a [shares] entry for it is never used."""
+    fresh = CommandBackend(slurm_backend.runner)
+    assert OTHER_ACCOUNT not in fresh.accounts() and {"root", "teama"} <= fresh.accounts()
+    assert OTHER_ACCOUNT in fresh.accounts(OTHER)
+    res = _schedd(tmp_path, slurm_env, 'partitions = ["gpu"]\n',
+                  f'[shares]\nteama = 2\n"{OTHER_ACCOUNT}" = 1\n')
+    assert res.returncode == 0, res.stderr
+    assert (f"hase: warning: [shares] {OTHER_ACCOUNT}: not an account in Slurm's associations "
+            "(accounts: root, teama, teamb)") in res.stderr
 
 
 def test_report_entitlement_in_a_shared_database(

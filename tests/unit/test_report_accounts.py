@@ -26,15 +26,17 @@ PARENT_ACCOUNTS = "root\nteama\nphysics\nteamb\n"
 
 
 class Runner:
-    """Answers sacctmgr show account."""
+    """Answers scontrol show config (ClusterName hase) and sacctmgr's accounts of hase."""
 
     def __init__(self, out: str, returncode: int = 0) -> None:
         self.out, self.returncode = out, returncode
 
     def run(self, argv: Any, **_: Any) -> CommandResult:
-        from slurm_hase.slurm.commands import sacctmgr_accounts
+        from slurm_hase.slurm.commands import sacctmgr_accounts, show_config
 
-        assert list(argv) == sacctmgr_accounts()
+        if list(argv) == show_config():
+            return CommandResult(tuple(argv), 0, "ClusterName = hase\n", "")
+        assert list(argv) == sacctmgr_accounts("hase")
         return CommandResult(tuple(argv), self.returncode, self.out,
                              "" if self.returncode == 0 else "sacctmgr: error: Problem talking to the database")
 

@@ -116,10 +116,26 @@ def test_shares_of_every_cluster_when_the_config_names_none() -> None:
 
 @pytest.mark.parametrize("local", LOCAL)
 def test_accounts_lists_root_which_the_shares_leave_out(fixtures_dir: Path, local: str) -> None:
+    """With slurmctld down (no ClusterName to ask): every account of the database."""
+    down = (1, "", cap(fixtures_dir, local, "scontrol-show-node-controller-down.stderr"))
     listed = tuple(commands.sacctmgr_accounts())
-    runner = FakeRunner({listed: ok(cap(fixtures_dir, local, "sacctmgr-accounts.txt"))})
+    runner = FakeRunner({tuple(commands.show_config()): down,
+                         listed: ok(cap(fixtures_dir, local, "sacctmgr-accounts.txt"))})
     assert CommandBackend(runner).accounts() == {"root", "teama", "teamb"}
-    assert runner.calls == [(listed, None)]
+    assert [c[0] for c in runner.calls] == [tuple(commands.show_config()), listed]
+
+
+def test_accounts_are_this_clusters_associations(fixtures_dir: Path) -> None:
+    """`sacctmgr show assoc cluster=hase format=account` (a line per association) of the
+    ClusterName scontrol gives, or of the cluster named."""
+    raw = cap(fixtures_dir, "local-22.05", "sacctmgr-assoc-accounts.txt")
+    runner = FakeRunner({tuple(commands.show_config()): ok("ClusterName = hase\n"),
+                         tuple(commands.sacctmgr_accounts("hase")): ok(raw),
+                         tuple(commands.sacctmgr_accounts("west")): ok("root\nwestonly\n")})
+    backend = CommandBackend(runner)
+    assert backend.accounts() == {"root", "teama", "teamb"}
+    assert backend.accounts("west") == {"root", "westonly"}
+    assert "cluster=hase" in runner.calls[1][0] and "assoc" in runner.calls[1][0]
 
 
 def test_version_is_detected_once_and_lazily(fixtures_dir: Path) -> None:
