@@ -44,11 +44,15 @@ LONG_OPTIONS: dict[str, str] = {
     **{n: OPTIONAL for n in LONG_OPTIONAL},
     **{n: NONE for n in LONG_NONE},
 }
-# names the real sbatch 22.05.8 does not know ("unrecognized option"; the live test checks each
-# name on both Slurm releases), added by 24.11: on a 22.05 sbatch a prefix of one of them may be
-# unambiguous (--ext is --extra-node-info there, ambiguous with --extra on 24.11)
+# Names only some releases know (the live test checks every name against the real sbatch of
+# both releases): the ones sbatch 22.05.8 does not know ("unrecognized option") and 24.11.5 does,
+# and the ones 22.05.8 knows and 24.11.5 does not (Slurm dropped its power plugins; taken as
+# gone from 23.11 on). A prefix of one may mean another option, or nothing, on another release
+# (--ext is --extra-node-info on 22.05, ambiguous with --extra on 24.11).
 SINCE_23: frozenset[str] = _names("extra tres-per-task tres-bind segment oom-kill-step")
+UNTIL_23_11: frozenset[str] = _names("power")
 OPTIONS_22: dict[str, str] = {n: k for n, k in LONG_OPTIONS.items() if n not in SINCE_23}
+OPTIONS_23_11: dict[str, str] = {n: k for n, k in LONG_OPTIONS.items() if n not in UNTIL_23_11}
 # Slurm's (major, minor) version, asked only when it decides what a name means; None: unknown
 # (the newest table is used)
 VersionFn = Callable[[], "tuple[int, int] | None"]
@@ -118,11 +122,14 @@ def resolve_long(name: str, options: Mapping[str, str] = LONG_OPTIONS) -> str | 
 
 def resolve_for(name: str, version: VersionFn | None) -> str | None:
     """resolve_long by the table of the Slurm `version` gives, asked only for a name whose
-    meaning the version decides (a prefix of a name sbatch 22.05 does not know)."""
-    if version is not None and any(n.startswith(name) for n in SINCE_23):
+    meaning the version decides (a prefix of a name only some releases know); the whole table
+    where the version is unknown."""
+    if version is not None and any(n.startswith(name) for n in SINCE_23 | UNTIL_23_11):
         found = version()
         if found is not None and found < (23, 0):
             return resolve_long(name, OPTIONS_22)
+        if found is not None and found >= (23, 11):
+            return resolve_long(name, OPTIONS_23_11)
     return resolve_long(name)
 
 

@@ -102,6 +102,10 @@ def test_the_release_decides_an_abbreviation_only_where_it_must() -> None:
     assert resolve_for("ext", lambda: (24, 11)) is None  # extra / extra-node-info
     assert resolve_for("ext", lambda: None) is None and resolve_for("ext", None) is None
     assert resolve_for("extra", lambda: (24, 11)) == "extra"
+    # --power: 22.05's, gone by 24.11 (probed); --po abbreviates it only where it exists
+    assert resolve_for("power", v22) == "power" and resolve_for("po", v22) == "power"
+    assert resolve_for("power", lambda: (24, 11)) is None
+    assert resolve_for("po", lambda: (24, 11)) is None
     sc = scan(["--ext", "4", "job.sh"], version=v22)
     assert sc.script_index == 2 and sc.last("extra-node-info") == "4"
     assert scan(["--ext", "4", "job.sh"], version=lambda: (24, 11)).script_index == 1
