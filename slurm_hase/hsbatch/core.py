@@ -8,6 +8,7 @@ exactly as sbatch would submit it, with one warning line on stderr.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -100,18 +101,16 @@ def run(argv: Sequence[str], io: Io, deps: Deps) -> int:
 def _sbatch_version(deps: Deps) -> Callable[[], tuple[int, int] | None]:
     """Slurm's (major, minor) from ``sbatch --version``, asked at most once; None when it
     cannot tell (the newest option table is used then)."""
-    found: list[tuple[int, int] | None] = []
 
+    @functools.cache
     def version() -> tuple[int, int] | None:
-        if not found:
-            from slurm_hase.slurm.parse_text import parse_version
+        from slurm_hase.slurm.parse_text import parse_version
 
-            try:
-                res = deps.runner.run([deps.sbatch, "--version"], timeout_s=30)
-                found.append(parse_version(res.stdout).tuple if res.returncode == 0 else None)
-            except SlurmError:
-                found.append(None)
-        return found[0]
+        try:
+            res = deps.runner.run([deps.sbatch, "--version"], timeout_s=30)
+            return parse_version(res.stdout).tuple if res.returncode == 0 else None
+        except SlurmError:
+            return None
 
     return version
 

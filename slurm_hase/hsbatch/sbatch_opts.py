@@ -51,6 +51,7 @@ LONG_OPTIONS: dict[str, str] = {
 # (--ext is --extra-node-info on 22.05, ambiguous with --extra on 24.11).
 SINCE_23: frozenset[str] = _names("extra tres-per-task tres-bind segment oom-kill-step")
 UNTIL_23_11: frozenset[str] = _names("power")
+VERSIONED: frozenset[str] = SINCE_23 | UNTIL_23_11
 OPTIONS_22: dict[str, str] = {n: k for n, k in LONG_OPTIONS.items() if n not in SINCE_23}
 OPTIONS_23_11: dict[str, str] = {n: k for n, k in LONG_OPTIONS.items() if n not in UNTIL_23_11}
 # Slurm's (major, minor) version, asked only when it decides what a name means; None: unknown
@@ -124,7 +125,7 @@ def resolve_for(name: str, version: VersionFn | None) -> str | None:
     """resolve_long by the table of the Slurm `version` gives, asked only for a name whose
     meaning the version decides (a prefix of a name only some releases know); the whole table
     where the version is unknown."""
-    if version is not None and any(n.startswith(name) for n in SINCE_23 | UNTIL_23_11):
+    if version is not None and any(n.startswith(name) for n in VERSIONED):
         found = version()
         if found is not None and found < (23, 0):
             return resolve_long(name, OPTIONS_22)

@@ -295,10 +295,10 @@ def split_by_cluster(raw: str) -> dict[str, str]:
 
 
 def _tree_shares(accounts: Mapping[str, tuple[str, float | None]],
-                 users: Mapping[str, float], parent_users: Set[str] = frozenset()
-                 ) -> dict[str, float]:
+                 users: Mapping[str, float], parent_users: Set[str]) -> dict[str, float]:
     """Each account's part of the tree (parse_sacctmgr_shares), from account -> (parent, share;
-    None for ``parent``) and account -> its users' shares summed."""
+    None for ``parent``), account -> its users' shares summed, and the accounts with a user
+    whose share is ``parent``."""
 
     def pool(account: str) -> str | None:
         """Where the account's children compete: the account, or for a ``parent`` share the
