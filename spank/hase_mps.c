@@ -3,7 +3,8 @@
  *
  * Options (registered with spank_option_register so sbatch/salloc see them too):
  *   --hase-mps=PERCENT       share of one GPU's SMs (1..100) for this job's tasks
- *   --hase-share-tag=STR     tag grouping jobs that may share a GPU ([A-Za-z0-9_.-], <= 63)
+ *   --hase-share-tag=STR     a label ([A-Za-z0-9_.-], <= 63) passed on as SLURM_HASE_SHARE_TAG;
+ *                            nothing acts on it: it does not restrict who shares a GPU
  *
  * Local/allocator context (srun, sbatch, salloc): validates the values (a bad value
  * makes the command fail with a clear message) and exports SLURM_HASE_MPS /
@@ -111,7 +112,8 @@ static struct spank_option hase_options[] = {
      "slurm-hase: share a GPU through NVIDIA MPS using PERCENT (1-100) of its SMs",
      1, 0, opt_mps},
     {"hase-share-tag", "TAG",
-     "slurm-hase: only share GPUs with jobs carrying the same TAG",
+     "slurm-hase: a label for this job's GPU sharing, handed to its prolog and tasks as "
+     "SLURM_HASE_SHARE_TAG; not enforced: jobs with other tags may share its GPU",
      1, 0, opt_tag},
     SPANK_OPTIONS_TABLE_END
 };

@@ -4,7 +4,7 @@
  * Usage: test_harness PLUGIN.so local|allocator|remote JOBID [plugarg...] -- [name=value...]
  * Loads the plugin, runs init (with plugargs), calls each option's callback, then
  * init_post_opt and (remote only) task_init, printing every SPANK call it sees:
- *   register NAME | cb NAME=VALUE rc=N | jcsetenv NAME=VALUE | setenv NAME=VALUE |
+ *   register NAME | usage NAME TEXT | cb NAME=VALUE rc=N | jcsetenv NAME=VALUE | setenv NAME=VALUE |
  *   error MESSAGE | hook NAME rc=N
  * spank_getenv reads the harness's own environment as the job's.
  * Exits 1 as soon as something fails, like srun does.
@@ -32,6 +32,7 @@ spank_err_t spank_option_register(spank_t sp, struct spank_option *opt)
         return ESPANK_ERROR;
     registered[n_registered++] = *opt;
     printf("register %s\n", opt->name);
+    printf("usage %s %s\n", opt->name, opt->usage);
     return ESPANK_SUCCESS;
 }
 

@@ -120,6 +120,26 @@ def _compute_capability(nvml: Any, handle: Any) -> str:
     return f"{int(major)}.{int(minor)}"
 
 
+def _init_failure(nvml: Any, exc: BaseException) -> str:
+    """Why nvmlInit failed, in words: "no NVIDIA driver found" only when there is none."""
+    code = getattr(exc, "value", None)
+
+    def is_(name: str) -> bool:
+        return code is not None and code == getattr(nvml, name, object())
+
+    if is_("NVML_ERROR_LIB_RM_VERSION_MISMATCH"):
+        return (f"the NVIDIA kernel driver and the NVML library of this node differ in version "
+                f"(NVML: {exc}): usually a driver upgrade without a reboot; reboot the node, or "
+                "reload the nvidia kernel modules")
+    if is_("NVML_ERROR_NO_PERMISSION"):
+        return (f"the NVIDIA driver refuses this user (NVML: {exc}): run as root or as a user "
+                "who may open /dev/nvidia*")
+    known = ("NVML_ERROR_LIBRARY_NOT_FOUND", "NVML_ERROR_DRIVER_NOT_LOADED")
+    if code is None or any(is_(name) for name in known):
+        return f"no NVIDIA driver found (NVML: {exc})"
+    return f"NVML could not start (NVML: {exc})"
+
+
 def probe(nvml: Any | None = None, resolve: TypeResolver | None = None) -> ProbeResult:
     """List the GPUs; raises GpuProbeError with NVML's reason when there is no driver/GPU."""
     nvml = nvml if nvml is not None else load_nvml()
@@ -128,7 +148,7 @@ def probe(nvml: Any | None = None, resolve: TypeResolver | None = None) -> Probe
     try:
         nvml.nvmlInit()
     except (error, OSError) as exc:
-        raise GpuProbeError(f"no NVIDIA driver found (NVML: {exc})") from None
+        raise GpuProbeError(_init_failure(nvml, exc)) from None
     try:
         driver = _text(nvml.nvmlSystemGetDriverVersion())
         gpus = []

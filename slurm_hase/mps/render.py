@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import posixpath
 import re
 import shlex
 import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path, PurePosixPath
@@ -201,9 +204,27 @@ def write_scripts(
         out_dir.mkdir(parents=True, exist_ok=True)
         for kind, text in texts.items():
             path = out_dir / (PLUGSTACK_FILE if kind == "plugstack" else f"hase-mps-{kind}.sh")
-            path.write_text(text)
-            path.chmod(0o644 if kind == "plugstack" else 0o755)
+            _replace(path, text, 0o644 if kind == "plugstack" else 0o755)
             written[kind] = path
     except OSError as exc:
-        raise ConfigError(f"cannot write {exc.filename or path}: {exc.strerror or exc}") from None
+        name = path if path != out_dir else exc.filename or path
+        raise ConfigError(f"cannot write {name}: {exc.strerror or exc}") from None
     return written
+
+
+def _replace(path: Path, text: str, mode: int) -> None:
+    """Write `text` to a new file beside `path`, then rename it over `path`.
+
+    bash reads a script as it runs it: rewriting a prolog or epilog in place while slurmd runs
+    it made that run execute fragments of the new text. A rename leaves the running copy whole.
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -63,6 +63,16 @@ def test_plugin_identity(built: tuple[Path, Path]) -> None:
     assert "register hase-mps" in lines and "register hase-share-tag" in lines
 
 
+def test_share_tag_help_promises_no_isolation(built: tuple[Path, Path]) -> None:
+    """srun/sbatch --help read "only share GPUs with jobs carrying the same TAG", which nothing
+    in slurm-hase (plugin, prolog, daemon) does: the help says what the tag is, and is not."""
+    rc, lines = _host(built, "local", 0, "--")
+    assert rc == 0
+    usage = next(ln for ln in lines if ln.startswith("usage hase-share-tag "))
+    assert "only share" not in usage
+    assert "SLURM_HASE_SHARE_TAG" in usage and "not enforced" in usage
+
+
 def test_remote_sets_task_env(built: tuple[Path, Path], tmp_path: Path) -> None:
     (tmp_path / "pipe" / "4242").mkdir(parents=True)
     (tmp_path / "pipe" / "4242" / "control").write_text("")  # the prolog's daemon
