@@ -50,7 +50,7 @@ def test_rerender_while_the_prolog_runs(node: dict[str, Path]) -> None:
     assert "command not found" not in stderr and "syntax error" not in stderr, stderr
     assert proc.returncode == 0, stderr
     assert "MPS server started for uid 1234" in stderr
-    assert [c.split(" stdin=")[0] for c in _calls(node)] == ["args=[-d]", "args=[]"]
+    assert [c.split(" stdin=")[0] for c in _calls(node)] == ["args=[-d]", "args=[]", "args=[]"]
     assert len(daemons(node["daemons"])) == 1 and not _stopped(node)
 
 

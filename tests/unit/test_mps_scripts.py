@@ -20,6 +20,9 @@ FAKE_MPS = r"""#!/bin/bash
 stdin=""
 if [ "$#" -eq 0 ]; then stdin=$(cat); fi
 echo "args=[$*] stdin=[$stdin] pipe=[$CUDA_MPS_PIPE_DIRECTORY] log=[$CUDA_MPS_LOG_DIRECTORY] gpus=[${CUDA_VISIBLE_DEVICES:-}]" >>"$FAKE_MPS_RECORD"
+if [ "$1" = "-d" ]; then
+    echo "order=[${CUDA_DEVICE_ORDER:-}] share=[${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-}]" >>"$FAKE_MPS_RECORD.env"
+fi
 if [ -n "${FAKE_MPS_FAIL:-}" ] && [[ "$* $stdin" == *"$FAKE_MPS_FAIL"* ]]; then
     echo "fake failure" >&2; exit 3
 fi
@@ -104,6 +107,12 @@ def _calls(node: dict[str, Path]) -> list[str]:
     return rec.read_text().splitlines() if rec.exists() else []
 
 
+def _daemon_env(node: dict[str, Path]) -> list[str]:
+    """CUDA_DEVICE_ORDER and CUDA_MPS_ACTIVE_THREAD_PERCENTAGE of each `-d` call."""
+    rec = Path(f"{node['record']}.env")
+    return rec.read_text().splitlines() if rec.exists() else []
+
+
 def _stopped(node: dict[str, Path]) -> bool:
     """Every fake daemon has exited and the job's pipe directory is gone."""
     pids = daemons(node["daemons"])
@@ -166,8 +175,11 @@ def test_prolog_then_epilog_exact_sequence(node: dict[str, Path], var: str) -> N
     assert proc.returncode == 0, proc.stderr
     assert _calls(node) == [
         f"args=[-d] stdin=[] pipe=[{pipe}] log=[{log}] gpus=[0]",
+        f"args=[] stdin=[set_default_active_thread_percentage 50] pipe=[{pipe}] log=[{log}] "
+        "gpus=[0]",
         f"args=[] stdin=[start_server -uid 1234] pipe=[{pipe}] log=[{log}] gpus=[0]",
     ]
+    assert _daemon_env(node) == ["order=[PCI_BUS_ID] share=[50]"]
     for line in proc.stderr.splitlines():
         assert line.startswith("hase-mps-prolog job=4242: "), line
     assert "share 50%" in proc.stderr
@@ -175,7 +187,7 @@ def test_prolog_then_epilog_exact_sequence(node: dict[str, Path], var: str) -> N
 
     proc = _run(scripts["epilog"], node)
     assert proc.returncode == 0, proc.stderr
-    assert _calls(node)[2:] == [f"args=[] stdin=[quit] pipe=[{pipe}] log=[{log}] gpus=[0]"]
+    assert _calls(node)[3:] == [f"args=[] stdin=[quit] pipe=[{pipe}] log=[{log}] gpus=[0]"]
     assert not pipe.exists() and log.exists()  # keep_logs default
     assert _stopped(node)
     assert all(ln.startswith("hase-mps-epilog job=4242: ") for ln in proc.stderr.splitlines())
