@@ -13,13 +13,18 @@ import click
 
 class OutputFile(click.Path):
     """A file the command writes: checked while the options are parsed, before any work starts
-    (not a folder, writable if it exists, its folder exists and is writable)."""
+    (not a folder, a regular file if it exists, writable, its folder exists and is writable).
+    The output is renamed into place, so a device or pipe (``/dev/null``, ``/dev/stdout``, a
+    FIFO) would be replaced by a plain file, for root even under /dev: refused."""
 
     def __init__(self) -> None:
         super().__init__(dir_okay=False, writable=True)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = super().convert(value, param, ctx)
+        if os.path.exists(path) and not os.path.isfile(path):
+            self.fail(f"{os.fsdecode(path)}: not a regular file (the output is written beside "
+                      "it and renamed over it)", param, ctx)
         folder = Path(os.fsdecode(path)).parent
         if not folder.is_dir():
             self.fail(f"{os.fsdecode(path)}: folder {str(folder)!r} does not exist", param, ctx)
