@@ -80,7 +80,9 @@ def read_csv(path: str | Path) -> list[Measurement]:
     file, row and column."""
     p = data_path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        # utf-8-sig: a spreadsheet's "CSV UTF-8" export starts with a byte-order mark, which
+        # would otherwise stick to the first column's name ("\ufeffgpu")
+        text = p.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(f"{p}: cannot read ({exc})") from None
     return parse_csv(text, str(p))
