@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,28 @@ class OutputFile(click.Path):
         if not os.access(folder, os.W_OK | os.X_OK):
             self.fail(f"{os.fsdecode(path)}: folder {str(folder)!r} is not writable", param, ctx)
         return path
+
+
+def check_distinct(outputs: Sequence[tuple[str, str | None]],
+                   inputs: Sequence[tuple[str, str | Path]] = ()) -> None:
+    """UsageError when two output options (option, path or None) name the same file, or an
+    output names an input the command reads (option, path): each output is staged and renamed
+    over its path, so the second rename would fail after the first replaced the file (or a
+    registry, or an input's data, would be lost under a model file)."""
+    seen: dict[str, str] = {}
+    for option, path in outputs:
+        if path is None:
+            continue
+        real = os.path.realpath(path)
+        if real in seen:
+            raise click.UsageError(f"{option} and {seen[real]} name the same file {path!r}: "
+                                   "give each output its own file")
+        seen[real] = option
+    for option, source in inputs:
+        real = os.path.realpath(source)
+        if real in seen:
+            raise click.UsageError(f"{seen[real]} {str(source)!r} is also {option}: writing it would "
+                                   "replace that input; give the output another file")
 
 
 def reader_gone() -> None:
