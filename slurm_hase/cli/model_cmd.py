@@ -240,7 +240,7 @@ def _dur(s: float | None) -> str:
               help="SQLite file to record the model as a new version.")
 @click.option("--since", default="now-30days", help="sacct window start.")
 @click.option("--sacct-json", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="Read finished jobs from saved `sacct --json` output instead of running sacct.")
+              help="Read finished jobs from saved `sacct --json -a -D` output instead of running sacct.")
 @click.option("--save-rows", type=OutputFile(), default=None,
               help="Also write the harvested site rows that were kept as canonical CSV.")
 @click.option("--model-file", default=None,

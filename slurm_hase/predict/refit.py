@@ -4,6 +4,7 @@ and retrain on the base data plus those."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -77,8 +78,13 @@ class Harvest:
                                  f"(skipped {self.skipped_text()}); model unchanged")
 
 
-def record_to_measurement(rec: AccountingRecord) -> Measurement | str:
-    """A measurement from one finished job, or the reason it cannot give one."""
+RESUMED = "resumed after a requeue"
+
+
+def record_to_measurement(rec: AccountingRecord, requeued: bool = False) -> Measurement | str:
+    """A measurement from one finished job, or the reason it cannot give one. ``requeued``: sacct
+    lists earlier runs of the same job id; a checkpointing job (``ckpt``) then resumed, so its
+    last run did only part of the iterations and elapsed / iterations would read too fast."""
     if rec.state != JobState.COMPLETED:
         return "not completed"
     try:
@@ -89,6 +95,8 @@ def record_to_measurement(rec: AccountingRecord) -> Measurement | str:
         return "no descriptor"
     if not desc.iterations:
         return "no iterations"
+    if requeued and desc.checkpoint:
+        return RESUMED
     if rec.elapsed_s <= 0:
         return "no elapsed time"
     typed = {k: v for k, v in rec.alloc_gpus.items() if k and k != "gpu"}
@@ -112,8 +120,10 @@ def harvest(records: Iterable[AccountingRecord], reference: Predictor | None = N
     ``max_ratio`` times off its P50 either way are skipped as implausible."""
     rows: list[Measurement] = []
     skipped: dict[str, int] = {}
+    records = list(records)
+    runs = Counter(rec.job_id for rec in records)  # sacct -D: one record per run of a requeued job
     for rec in records:
-        m = record_to_measurement(rec)
+        m = record_to_measurement(rec, requeued=runs[rec.job_id] > 1)
         if isinstance(m, str):
             skipped[m] = skipped.get(m, 0) + 1
         else:
