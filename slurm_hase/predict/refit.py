@@ -14,6 +14,7 @@ from slurm_hase.predict.api import Predictor
 from slurm_hase.predict.catalog import resolve_gpu
 from slurm_hase.predict.dataset import Measurement, make
 from slurm_hase.predict.descriptor import WorkloadDescriptor
+from slurm_hase.slurm.tres import mps_from_tres
 from slurm_hase.slurm.types import AccountingRecord, JobState
 
 
@@ -79,12 +80,14 @@ class Harvest:
 
 
 RESUMED = "resumed after a requeue"
+SHARED = "ran under an MPS share"
 
 
 def record_to_measurement(rec: AccountingRecord, requeued: bool = False) -> Measurement | str:
     """A measurement from one finished job, or the reason it cannot give one. ``requeued``: sacct
     lists earlier runs of the same job id; a checkpointing job (``ckpt``) then resumed, so its
-    last run did only part of the iterations and elapsed / iterations would read too fast."""
+    last run did only part of the iterations and elapsed / iterations would read too fast. A job
+    that ran under an MPS share gives none either: the row would pass for an exclusive run."""
     if rec.state != JobState.COMPLETED:
         return "not completed"
     try:
@@ -97,6 +100,10 @@ def record_to_measurement(rec: AccountingRecord, requeued: bool = False) -> Meas
         return "no iterations"
     if requeued and desc.checkpoint:
         return RESUMED
+    # an MPS share (--hase-mps below 100, or Slurm's --gres=mps:N) caps the job's SMs and may put
+    # unknown co-runners beside it: its time is not an exclusive run's
+    if (desc.mps_share is not None and desc.mps_share < 100) or mps_from_tres(rec.alloc_tres) > 0:
+        return SHARED
     if rec.elapsed_s <= 0:
         return "no elapsed time"
     typed = {k: v for k, v in rec.alloc_gpus.items() if k and k != "gpu"}
