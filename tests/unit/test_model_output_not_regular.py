@@ -22,19 +22,17 @@ def _fifo(tmp_path: Path, name: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("option", ["--out", "--registry"])
 def test_train_refuses_a_pipe_as_output_before_training(
-    option: str, tmp_path: Path, fixtures_dir: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, fixtures_dir: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
+    # (--registry, checked the same way, is not tried on a pipe here: before the check SQLite
+    # blocked forever opening it, so a regression would hang the suite instead of failing)
     pipe = _fifo(tmp_path, "pipe")
-    out = pipe if option == "--out" else tmp_path / "m.json"
     argv = ["model", "train", "--data", str(fixtures_dir / "predict" / "measurements_small.csv"),
-            "--out", str(out)]
-    if option == "--registry":
-        argv += ["--registry", str(pipe)]
+            "--out", str(pipe)]
     code, _out, err = _main(argv, capsys)
     assert code == 2, err
-    assert option in err and "not a regular file" in err
+    assert "--out" in err and "not a regular file" in err
     assert stat.S_ISFIFO(pipe.stat().st_mode)  # still the pipe
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]  # nothing staged or written
 
