@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,19 +14,46 @@ import click
 
 class OutputFile(click.Path):
     """A file the command writes: checked while the options are parsed, before any work starts
-    (not a folder, writable if it exists, its folder exists and is writable)."""
+    (not a folder, a regular file if it exists, writable, its folder exists and is writable).
+    The output is renamed into place, so a device or pipe (``/dev/null``, ``/dev/stdout``, a
+    FIFO) would be replaced by a plain file, for root even under /dev: refused."""
 
     def __init__(self) -> None:
         super().__init__(dir_okay=False, writable=True)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = super().convert(value, param, ctx)
+        if os.path.exists(path) and not os.path.isfile(path):
+            self.fail(f"{os.fsdecode(path)}: not a regular file (the output is written beside "
+                      "it and renamed over it)", param, ctx)
         folder = Path(os.fsdecode(path)).parent
         if not folder.is_dir():
             self.fail(f"{os.fsdecode(path)}: folder {str(folder)!r} does not exist", param, ctx)
         if not os.access(folder, os.W_OK | os.X_OK):
             self.fail(f"{os.fsdecode(path)}: folder {str(folder)!r} is not writable", param, ctx)
         return path
+
+
+def check_distinct(outputs: Sequence[tuple[str, str | None]],
+                   inputs: Sequence[tuple[str, str | Path]] = ()) -> None:
+    """UsageError when two output options (option, path or None) name the same file, or an
+    output names an input the command reads (option, path): each output is staged and renamed
+    over its path, so the second rename would fail after the first replaced the file (or a
+    registry, or an input's data, would be lost under a model file)."""
+    seen: dict[str, str] = {}
+    for option, path in outputs:
+        if path is None:
+            continue
+        real = os.path.realpath(path)
+        if real in seen:
+            raise click.UsageError(f"{option} and {seen[real]} name the same file {path!r}: "
+                                   "give each output its own file")
+        seen[real] = option
+    for option, source in inputs:
+        real = os.path.realpath(source)
+        if real in seen:
+            raise click.UsageError(f"{seen[real]} {str(source)!r} is also {option}: writing it would "
+                                   "replace that input; give the output another file")
 
 
 def reader_gone() -> None:

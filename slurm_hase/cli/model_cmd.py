@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.core import ParameterSource
 
-from slurm_hase.cli.clickio import OutputFile, QuietPipeGroup
+from slurm_hase.cli.clickio import OutputFile, QuietPipeGroup, check_distinct
 
 if TYPE_CHECKING:
     from slurm_hase.predict.api import Prediction, Predictor
@@ -41,9 +41,10 @@ def train_cmd(data: tuple[str, ...], out: str, registry: str | None, note: str) 
                        --out site-model.json --registry models.sqlite --note 'with our A40s'
       hsbatch --hase-predictor=site-model.json job.sh   # or HASE_PREDICTOR=site-model.json
     """
-    from slurm_hase.predict.dataset import read_many
+    from slurm_hase.predict.dataset import data_path, read_many
     from slurm_hase.predict.train import train
 
+    check_distinct([("--out", out), ("--registry", registry)], [("--data", data_path(d)) for d in data])
     _check_registry(registry)
     rows = read_many(data)
     pred = train(rows, note=note)
@@ -239,7 +240,7 @@ def _dur(s: float | None) -> str:
               help="SQLite file to record the model as a new version.")
 @click.option("--since", default="now-30days", help="sacct window start.")
 @click.option("--sacct-json", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="Read finished jobs from saved `sacct --json` output instead of running sacct.")
+              help="Read finished jobs from saved `sacct --json -a -D` output instead of running sacct.")
 @click.option("--save-rows", type=OutputFile(), default=None,
               help="Also write the harvested site rows that were kept as canonical CSV.")
 @click.option("--model-file", default=None,
@@ -262,10 +263,13 @@ def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
                        --out site-model.json --registry models.sqlite
       hase model refit --data site.csv --sacct-json saved.json --out site-model.json --save-rows site-jobs.csv
     """
-    from slurm_hase.predict.dataset import read_many
+    from slurm_hase.predict.dataset import data_path, read_many
     from slurm_hase.predict.modelfile import load_predictor
     from slurm_hase.predict.refit import harvest, one_row_per_job, refit
 
+    check_distinct([("--out", out), ("--registry", registry), ("--save-rows", save_rows)],
+                   [("--data", data_path(d)) for d in data]
+                   + ([("--sacct-json", sacct_json)] if sacct_json else []))
     _check_registry(registry)
     reference = load_predictor(model_file)
     base = read_many(data)

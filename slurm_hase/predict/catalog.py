@@ -117,10 +117,27 @@ def resolve_gpu(name: str) -> GpuSpec:
     norm = normalize(name)
     key = _alias_index().get(norm)
     if key is None and norm.endswith("gb"):
-        key = _alias_index().get(re.sub(r"\d+gb$", "", norm))
+        key = _strip_memory(norm)
     if key is None:
         raise UnknownGpuError(name, close_matches(name))
     return catalog()[key]
+
+
+def _strip_memory(norm: str) -> str | None:
+    """The key of a normalised name with its memory size appended (``h10080gb``, ``l424gb``):
+    the type whose catalog memory is that size, else the type left once every trailing digit is
+    stripped (``v100s32gb``); None when neither is a type. Where the type's own name ends in a
+    digit the split is ambiguous, so each split is tried against the catalog's memory size."""
+    index, cat = _alias_index(), catalog()
+    digits = re.search(r"\d+gb$", norm)
+    if digits is None:
+        return None
+    start, end = digits.start(), len(norm) - 2
+    for cut in range(end - 1, start - 1, -1):  # shortest memory figure first: "l4"+"24gb"
+        key = index.get(norm[:cut])
+        if key is not None and cat[key].memory_gb == float(norm[cut:end]):
+            return key
+    return index.get(norm[:start])
 
 
 def close_matches(name: str, n: int = 4) -> list[str]:

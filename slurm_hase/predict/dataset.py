@@ -80,7 +80,9 @@ def read_csv(path: str | Path) -> list[Measurement]:
     file, row and column."""
     p = data_path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        # utf-8-sig: a spreadsheet's "CSV UTF-8" export starts with a byte-order mark, which
+        # would otherwise stick to the first column's name ("\ufeffgpu")
+        text = p.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(f"{p}: cannot read ({exc})") from None
     return parse_csv(text, str(p))
@@ -111,12 +113,15 @@ def parse_csv(text: str, origin: str = "<csv>") -> list[Measurement]:
 
 def _num(row: dict[str, str], key: str) -> float | None:
     v = _opt(row, key)
-    if v is None:
-        return None
+    return None if v is None else _number(key, v)
+
+
+def _number(key: str, text: str) -> float:
+    """``text`` as a float; ValueError naming the column otherwise."""
     try:
-        return float(v)
+        return float(text)
     except ValueError:
-        raise ValueError(f"{key}: {v!r} is not a number") from None
+        raise ValueError(f"{key}: {text.strip()!r} is not a number") from None
 
 
 def _int(row: dict[str, str], key: str) -> int | None:
@@ -138,7 +143,7 @@ def _parse_row(row: dict[str, str]) -> Measurement:
     if target is None:
         raise ValueError("iter_time_s: empty")
     co_text = _opt(row, "corunner_gflops") or ""
-    co = tuple(float(x) for x in co_text.replace(",", ";").split(";") if x.strip())
+    co = tuple(_number("corunner_gflops", x) for x in co_text.replace(",", ";").split(";") if x.strip())
     return make(
         gpu=gpu, model=_opt(row, "model"), gflops=_num(row, "gflops_per_iter"),
         params_m=_num(row, "params_m"), batch_size=_int(row, "batch_size"),

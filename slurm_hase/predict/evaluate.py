@@ -62,14 +62,21 @@ def score(rows: Sequence[Measurement], pred: Sequence[float]) -> Score:
 
 def predict_rows(pred: Predictor, rows: Sequence[Measurement]) -> list[float]:
     """Our model's P50 for each measured row (including the calibration factor and the physical
-    floor, as ``Predictor.predict``)."""
+    floor, as ``Predictor.predict``: a GPU type without training data whose catalog figures equal
+    a measured type's is looked up as that type, ``Predictor.twin``)."""
+    import dataclasses
+
     import numpy as np
 
+    from slurm_hase.predict.catalog import resolve_gpu
     from slurm_hase.predict.completion import context_key
     from slurm_hase.predict.fitting import matrix
     from slurm_hase.predict.keys import model_key
     from slurm_hase.predict.pairs import query_shift
 
+    floors = pred.floor_rows(rows)
+    rows = [m if (look := pred.twin(resolve_gpu(m.gpu)).key) == m.gpu else dataclasses.replace(m, gpu=look)
+            for m in rows]
     x, base, _y = matrix(rows, pred.compute_weight)
     keys = [model_key(m.desc) for m in rows]
     scale = np.asarray([pred.factor(k, m.gpu) for k, m in zip(keys, rows, strict=True)])
@@ -80,7 +87,7 @@ def predict_rows(pred: Predictor, rows: Sequence[Measurement]) -> list[float]:
              + query_shift(pred.pairs, m.gpu, m.desc)
              for m, k, s in zip(rows, keys, s50, strict=True)]
     p50 = scale * np.exp(base + s50 + np.asarray(shift))
-    return [float(v) for v in np.maximum(p50, np.asarray(pred.floor_rows(rows)))]
+    return [float(v) for v in np.maximum(p50, np.asarray(floors))]
 
 
 def folds(rows: Sequence[Measurement], split: str, k: int = 5, seed: int = 0) -> list[list[int]]:

@@ -18,6 +18,10 @@ def write_together(outputs: Sequence[Output], before_commit: Callable[[], None] 
     (e.g. storing a registry version), then each is renamed into place. A failure while staging
     or in ``before_commit`` removes the staged files; a failed rename removes the ones not yet
     renamed. The error names the path."""
+    for path, _text, error in outputs:
+        if os.path.exists(path) and not os.path.isfile(path):  # a device, pipe or folder
+            raise error(f"{path}: cannot write (not a regular file: renaming over it would "
+                        "replace it)")
     staged: list[tuple[Path, str | Path, type[HaseError]]] = []
     try:
         for path, text, error in outputs:

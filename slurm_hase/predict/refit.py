@@ -4,6 +4,7 @@ and retrain on the base data plus those."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -13,6 +14,7 @@ from slurm_hase.predict.api import Predictor
 from slurm_hase.predict.catalog import resolve_gpu
 from slurm_hase.predict.dataset import Measurement, make
 from slurm_hase.predict.descriptor import WorkloadDescriptor
+from slurm_hase.slurm.tres import mps_from_tres
 from slurm_hase.slurm.types import AccountingRecord, JobState
 
 
@@ -77,8 +79,15 @@ class Harvest:
                                  f"(skipped {self.skipped_text()}); model unchanged")
 
 
-def record_to_measurement(rec: AccountingRecord) -> Measurement | str:
-    """A measurement from one finished job, or the reason it cannot give one."""
+RESUMED = "resumed after a requeue"
+SHARED = "ran under an MPS share"
+
+
+def record_to_measurement(rec: AccountingRecord, requeued: bool = False) -> Measurement | str:
+    """A measurement from one finished job, or the reason it cannot give one. ``requeued``: sacct
+    lists earlier runs of the same job id; a checkpointing job (``ckpt``) then resumed, so its
+    last run did only part of the iterations and elapsed / iterations would read too fast. A job
+    that ran under an MPS share gives none either: the row would pass for an exclusive run."""
     if rec.state != JobState.COMPLETED:
         return "not completed"
     try:
@@ -89,6 +98,12 @@ def record_to_measurement(rec: AccountingRecord) -> Measurement | str:
         return "no descriptor"
     if not desc.iterations:
         return "no iterations"
+    if requeued and desc.checkpoint:
+        return RESUMED
+    # an MPS share (--hase-mps below 100, or Slurm's --gres=mps:N) caps the job's SMs and may put
+    # unknown co-runners beside it: its time is not an exclusive run's
+    if (desc.mps_share is not None and desc.mps_share < 100) or mps_from_tres(rec.alloc_tres) > 0:
+        return SHARED
     if rec.elapsed_s <= 0:
         return "no elapsed time"
     typed = {k: v for k, v in rec.alloc_gpus.items() if k and k != "gpu"}
@@ -112,8 +127,10 @@ def harvest(records: Iterable[AccountingRecord], reference: Predictor | None = N
     ``max_ratio`` times off its P50 either way are skipped as implausible."""
     rows: list[Measurement] = []
     skipped: dict[str, int] = {}
+    records = list(records)
+    runs = Counter(rec.job_id for rec in records)  # sacct -D: one record per run of a requeued job
     for rec in records:
-        m = record_to_measurement(rec)
+        m = record_to_measurement(rec, requeued=runs[rec.job_id] > 1)
         if isinstance(m, str):
             skipped[m] = skipped.get(m, 0) + 1
         else:

