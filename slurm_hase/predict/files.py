@@ -1,9 +1,12 @@
-"""Output files written all or nothing: each is staged as PATH.tmp beside PATH, then renamed
-over it, so a reader never sees half a file and a failure leaves every older file as it was."""
+"""Output files written all or nothing: each is staged in a new file of its own beside PATH
+(.NAME.PID-RANDOM.tmp), then renamed over it, so a reader never sees half a file, a failure
+leaves every older file as it was, and two writers of one path (a cron refit and a manual one)
+never write into each other's staging file."""
 
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -42,12 +45,17 @@ def write_together(outputs: Sequence[Output], before_commit: Callable[[], None] 
 
 
 def _stage(path: str | Path, text: str, error: type[HaseError]) -> Path:
-    """Write ``text`` to PATH.tmp and return that; ``error`` naming the path if it fails (no .tmp left)."""
+    """Write ``text`` to a new staging file beside PATH and return it; ``error`` naming the path
+    if it fails (no staging file left)."""
     p = Path(path)
-    tmp = p.with_name(p.name + ".tmp")
+    tmp = p.with_name(f".{p.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
     try:
-        # never through a stale symlink; the mode follows the umask like any new file
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        # a file of our own (O_EXCL: never one that exists, nor through a symlink); the mode
+        # follows the umask like any new file
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    except OSError as exc:
+        raise error(f"{p}: cannot write ({exc.strerror or exc})") from None
+    try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
     except OSError as exc:

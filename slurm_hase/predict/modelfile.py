@@ -50,7 +50,7 @@ def model_to_json(pred: Predictor) -> str:
 
 def save_model(pred: Predictor, path: str | Path) -> None:
     """Write the model file (atomically: a reader never sees half a file); PredictorError naming
-    the path if it cannot be written (the .tmp file removed, an older file left as it was)."""
+    the path if it cannot be written (the staging file removed, an older file left as it was)."""
     from slurm_hase.predict.files import write_together  # not on the load path (hsbatch start-up)
 
     write_together([(path, model_to_json(pred), PredictorError)])
