@@ -107,7 +107,8 @@ def prepare_trace(setup: TraceSetup, table: ThroughputTable, spec: ClusterSpec,
     asked (--jobs past the trace's end, --tile below the jobs taken); what is simulated is the
     same either way; `note` a line about rows the loader skipped (Alibaba's CPU-only and
     never-scheduled pods). ConfigError when tiling or the load spreads the arrivals over more
-    than traces.MAX_SECONDS."""
+    than traces.MAX_SECONDS, or for a load asked of jobs that all arrive at the same time
+    (rescaling their arrivals could not change it)."""
     rng = np.random.default_rng(setup.seed)
     jobs = load_trace(setup.path, table, rng, setup.kind, note)
     if not jobs:
@@ -126,6 +127,11 @@ def prepare_trace(setup: TraceSetup, table: ThroughputTable, spec: ClusterSpec,
                  f"the first {setup.tile_to} are simulated (--tile repeats a trace up to N jobs)")
         jobs = tile(jobs, setup.tile_to)
     if setup.load:
+        if max(j.submit_s for j in jobs) == min(j.submit_s for j in jobs):  # nothing to stretch
+            raise ConfigError(
+                f"--load {setup.load:g}: all {len(jobs)} job(s) of the trace cut arrive at the "
+                "same time, so no arrival can be moved to change the load; leave --load out "
+                "(or take a cut with --start/--jobs whose jobs arrive over time)")
         jobs = scale_to_load(jobs, capacity(spec, table), setup.load)
     span = max(j.submit_s for j in jobs) - min(j.submit_s for j in jobs)
     if span > MAX_SECONDS:
