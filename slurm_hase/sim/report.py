@@ -291,8 +291,9 @@ def write_outputs(out: Path, name: str, result: SimResult, metrics: Mapping[str,
 # these are left from an earlier one.
 MANIFEST = "run.json"
 PLOT_NAMES = ("jct_cdf", "queue_length", "utilisation", "fairness")
-_OWN = re.compile(r"(?P<policy>[\w.-]+?)(\.json|_jobs\.csv|_timeline\.csv)|"
-                  rf"({'|'.join(PLOT_NAMES)})\.(png|svg)|seeds\.json|seed-\d+")
+# seeds.json first: the policy alternative would take it for a policy "seeds" and skip it
+_OWN = re.compile(rf"seeds\.json|seed-\d+|({'|'.join(PLOT_NAMES)})\.(png|svg)|"
+                  r"(?P<policy>[\w.-]+?)(\.json|_jobs\.csv|_timeline\.csv)")
 
 
 def own_outputs(out: Path) -> list[Path]:
