@@ -36,9 +36,10 @@ def _warn(text: str, kind: str = "warning") -> None:
 
 
 def _jain(every: float | None, per_day: float | None) -> str:
-    """Both Jain figures; None: the run was never contended (nothing to judge)."""
+    """Both Jain figures; None: no job waited while two or more accounts had jobs (nothing to
+    judge between accounts; also every run of a one-account trace, however long its queue)."""
     if every is None:
-        return "Jain n/a (never contended)"
+        return "Jain n/a (never contended between accounts)"
     return f"Jain {every:.3f} (per day {'n/a' if per_day is None else f'{per_day:.3f}'})"
 
 
