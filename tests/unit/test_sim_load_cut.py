@@ -1,8 +1,9 @@
-"""`hase simulate --load` on a trace cut whose jobs all arrive at once: refused, not ignored.
+"""`hase simulate --load` on cuts with no or little arrival span.
 
 Gavel's physical-cluster traces submit their first jobs together (arrival 0); the excerpt's
-first 24 jobs do. Rescaling arrival times cannot change the load of such a cut, so a run that
-recorded `load` in its settings would describe a load that was never simulated."""
+first 24 jobs do. Rescaling arrival times cannot change the load of such a cut, so it is
+refused: a run that recorded `load` in its settings would describe a load never simulated.
+A cut arriving within less than a second gets the load asked, not a multiple of it."""
 
 from __future__ import annotations
 
@@ -48,3 +49,18 @@ def test_load_still_rescales_a_cut_that_arrives_over_time(fixtures_dir: Path,
     assert offered_load(jobs, capacity(spec, table)) == pytest.approx(0.5)
     same = prepare_trace(TraceSetup(path, count=30), table, spec)
     assert not np.allclose([j.submit_s for j in jobs], [j.submit_s for j in same])
+
+
+def test_load_of_a_cut_arriving_within_a_second_is_the_load_asked(
+        tmp_path: Path, fixtures_dir: Path, table: ThroughputTable) -> None:
+    """Three real Gavel rows submitted 0.25 s apart (a scripted burst; Gavel's generated traces
+    have fractional arrival times): offered_load counts such a span as 1 s, and the rescaled
+    arrivals used to give twice the load asked."""
+    rows = (fixtures_dir / "sim" / TRACE).read_text().splitlines()[:3]
+    trace = tmp_path / "burst.trace"
+    trace.write_text("".join(f"{row.rsplit(chr(9), 1)[0]}\t{arrival}\n"
+                             for row, arrival in zip(rows, ("0", "0.25", "0.5"), strict=True)))
+    spec = uniform_cluster(GPUS)
+    for load in (1.0, 0.5):
+        jobs = prepare_trace(TraceSetup(trace, load=load), table, spec)
+        assert offered_load(jobs, capacity(spec, table)) == pytest.approx(load)
