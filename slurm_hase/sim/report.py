@@ -271,7 +271,7 @@ def write_outputs(out: Path, name: str, result: SimResult, metrics: Mapping[str,
     jobs_csv = out / f"{name}_jobs.csv"
     rows = [{**row, "trace_source": j.trace.source}
             for row, j in zip(job_rows(result), result.jobs, strict=True)]
-    with jobs_csv.open("w", newline="") as fh:
+    with jobs_csv.open("w", newline="", encoding="utf-8") as fh:
         if rows:
             w = csv.DictWriter(fh, fieldnames=list(rows[0]))
             w.writeheader()
