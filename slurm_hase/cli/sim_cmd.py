@@ -36,9 +36,10 @@ def _warn(text: str, kind: str = "warning") -> None:
 
 
 def _jain(every: float | None, per_day: float | None) -> str:
-    """Both Jain figures; None: the run was never contended (nothing to judge)."""
+    """Both Jain figures; None: no job waited while two or more accounts had jobs (nothing to
+    judge between accounts; also every run of a one-account trace, however long its queue)."""
     if every is None:
-        return "Jain n/a (never contended)"
+        return "Jain n/a (never contended between accounts)"
     return f"Jain {every:.3f} (per day {'n/a' if per_day is None else f'{per_day:.3f}'})"
 
 
@@ -99,8 +100,9 @@ def _jain(every: float | None, per_day: float | None) -> str:
                    "asked in v100-seconds per second over the cluster's GPUs in v100 "
                    "equivalents, 1 = exactly busy (docs/simulator.md).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Draws the trace's random parts: workloads and accounts where the trace has "
-                   "none, arrival jitter.")
+              help="Draws what the trace leaves open: each job's workload (Philly, Alibaba and "
+                   "CSV traces) or account (Gavel traces, which have none). Arrival times are "
+                   "the trace's whatever the seed.")
 @click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True,
               help="Run every policy on N draws, seeds SEED..SEED+N-1, each into OUT/seed-K; "
                    "then a table of each metric's mean +- standard error over the seeds (and "

@@ -171,11 +171,15 @@ def parse_cluster(data: Mapping[str, Any], where: str = "cluster",
     if not isinstance(groups, list) or not groups:
         raise ConfigError(f"{where}: needs at least one [[nodes]] table")
     nodes: list[NodeSpec] = []
+    group_of: dict[str, int] = {}  # node name -> the [[nodes]] table that first named it
     for i, g in enumerate(groups):
-        nodes += _node_group(g, f"{where}: nodes[{i}]", MAX_NODES - len(nodes), runnable)
+        here = f"{where}: nodes[{i}]"
+        for node in _node_group(g, here, MAX_NODES - len(nodes), runnable):
+            if (first := group_of.get(node.name)) is not None:
+                raise _duplicate(here, node.name, first, i, g)
+            group_of[node.name] = i
+            nodes.append(node)
     names = [n.name for n in nodes]
-    if dupes := sorted(n for n, k in Counter(names).items() if k > 1):
-        raise ConfigError(f"{where}: duplicate node {dupes[0]!r}")
     totals = Counter[str]()
     for n in nodes:
         totals[n.gpu_type] += n.gpus
@@ -198,6 +202,16 @@ def parse_cluster(data: Mapping[str, Any], where: str = "cluster",
             part_of.setdefault(name, []).append(p["name"])
     nodes = [replace(n, partitions=tuple(part_of.get(n.name, ["gpu"]))) for n in nodes]
     return ClusterSpec(tuple(nodes), _shares(data, where), _billing(data, where))
+
+
+def _duplicate(here: str, name: str, first: int, this: int,
+               group: Mapping[str, Any]) -> ConfigError:
+    """The error for node `name` of nodes[this] (`here`) that nodes[first] already named; a
+    `count` group's names (<gpu_type>-1 ...) are the usual cause, so say so."""
+    where = "named twice in this table" if first == this else f"also in nodes[{first}]"
+    cause = (f" (a count group's nodes are {name.rsplit('-', 1)[0]}-1 ...: give each group "
+             "of the same GPU type its own name beside count)" if "count" in group else "")
+    return ConfigError(f"{here}: node {name!r} is {where}{cause}")
 
 
 def _shares(data: Mapping[str, Any], where: str) -> dict[str, float]:

@@ -6,7 +6,9 @@
   equal 1/N share of the cluster, N = time-averaged number of jobs in the system (pending +
   running) during the job's life. The share gives a g-GPU job a fraction x_k = C_k / (N * g)
   of a full allocation on each type k; it uses its fastest types first, at most 1 in total;
-  T_iso = 1 / sum_k(x_k / runtime_k) (never below its best exclusive runtime).
+  T_iso = 1 / sum_k(x_k / runtime_k) (never below its best exclusive runtime). Only the types
+  the trace lets the job use count (usable_runtime: an Alibaba pod's gpu_spec): a pod that may
+  run on T4s alone is not measured against a V100 share it could never have held.
 * Jain's index over accounts: at every sample, active accounts (with jobs) get a weighted
   max-min fair entitlement e_a of the cluster's GPUs (weights = shares, capped by their
   demand); x_a = normalised service rate (GPUs * fraction * speed / best speed) / e_a;
@@ -33,6 +35,7 @@ import numpy as np
 
 from slurm_hase.policy.common import water_fill
 from slurm_hase.sim.engine import Sample, SimResult
+from slurm_hase.sim.simcluster import SimJob
 
 
 def jain(values: list[float]) -> float:
@@ -119,6 +122,19 @@ def account_metrics(result: SimResult) -> dict[str, dict[str, float | None]]:
     return out
 
 
+def usable_runtime(job: SimJob) -> dict[str, float]:
+    """The job's exclusive runtime on each GPU type its trace row allows: its hard constraint
+    (TraceJob.constraint, GPU type names such as Alibaba's gpu_spec) and pinned type, not the
+    Features a daemon or hsbatch set (those may change). All types when the trace sets none, or
+    when no constraint term names a type of the cluster (a node feature the metrics cannot
+    map)."""
+    allowed = set(job.trace.constraint) if job.trace.constraint else set(job.runtime)
+    if job.trace.pinned:
+        allowed &= {job.trace.pinned}
+    usable = {t: r for t, r in job.runtime.items() if t in allowed}
+    return usable or dict(job.runtime)
+
+
 def isolated_runtime(runtime: Mapping[str, float], gpus: float, n_jobs: float,
                      capacity: Mapping[str, int]) -> float:
     """T_iso of a job on a 1/N share of every GPU type (see module doc)."""
@@ -158,7 +174,7 @@ def compute(result: SimResult) -> dict[str, Any]:
         return float((ib - ia) / (b - a)) if b > a else float(ns[min(int(np.searchsorted(ts, a)), len(ns) - 1)])
 
     rho = np.array([
-        jct[i] / isolated_runtime(j.runtime, j.trace.num_gpus * j.trace.gpu_fraction,
+        jct[i] / isolated_runtime(usable_runtime(j), j.trace.num_gpus * j.trace.gpu_fraction,
                                   avg_n(submit[i], end[i]), result.gpus_by_type)
         for i, j in enumerate(done)])
     busy: dict[str, float] = dict.fromkeys(result.gpus_by_type, 0.0)

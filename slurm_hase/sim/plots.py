@@ -102,8 +102,8 @@ def plot_fairness(results: Mapping[str, SimResult], path: Path, accounts: int = 
         ax.set_ylabel(f"{name}: level")
         ax.legend(fontsize=6, ncol=2)
     if not contended:
-        axes[0, 0].text(0.5, 0.5, "never contended: no sample to judge", ha="center",
-                        va="center", transform=axes[0, 0].transAxes)
+        axes[0, 0].text(0.5, 0.5, "never contended between accounts: no sample to judge",
+                        ha="center", va="center", transform=axes[0, 0].transAxes)
     axes[0, 0].axhline(0.95, color="k", linestyle="--", linewidth=0.8)
     axes[0, 0].set_ylabel("Jain over accounts")
     axes[0, 0].set_title("while contended (some job pending, >= 2 accounts with jobs)", fontsize=8)

@@ -107,7 +107,8 @@ def prepare_trace(setup: TraceSetup, table: ThroughputTable, spec: ClusterSpec,
     asked (--jobs past the trace's end, --tile below the jobs taken); what is simulated is the
     same either way; `note` a line about rows the loader skipped (Alibaba's CPU-only and
     never-scheduled pods). ConfigError when tiling or the load spreads the arrivals over more
-    than traces.MAX_SECONDS."""
+    than traces.MAX_SECONDS, or for a load asked of jobs that all arrive at the same time
+    (rescaling their arrivals could not change it)."""
     rng = np.random.default_rng(setup.seed)
     jobs = load_trace(setup.path, table, rng, setup.kind, note)
     if not jobs:
@@ -126,6 +127,11 @@ def prepare_trace(setup: TraceSetup, table: ThroughputTable, spec: ClusterSpec,
                  f"the first {setup.tile_to} are simulated (--tile repeats a trace up to N jobs)")
         jobs = tile(jobs, setup.tile_to)
     if setup.load:
+        if max(j.submit_s for j in jobs) == min(j.submit_s for j in jobs):  # nothing to stretch
+            raise ConfigError(
+                f"--load {setup.load:g}: all {len(jobs)} job(s) of the trace cut arrive at the "
+                "same time, so no arrival can be moved to change the load; leave --load out "
+                "(or take a cut with --start/--jobs whose jobs arrive over time)")
         jobs = scale_to_load(jobs, capacity(spec, table), setup.load)
     span = max(j.submit_s for j in jobs) - min(j.submit_s for j in jobs)
     if span > MAX_SECONDS:
@@ -265,7 +271,7 @@ def write_outputs(out: Path, name: str, result: SimResult, metrics: Mapping[str,
     jobs_csv = out / f"{name}_jobs.csv"
     rows = [{**row, "trace_source": j.trace.source}
             for row, j in zip(job_rows(result), result.jobs, strict=True)]
-    with jobs_csv.open("w", newline="") as fh:
+    with jobs_csv.open("w", newline="", encoding="utf-8") as fh:
         if rows:
             w = csv.DictWriter(fh, fieldnames=list(rows[0]))
             w.writeheader()
@@ -285,8 +291,9 @@ def write_outputs(out: Path, name: str, result: SimResult, metrics: Mapping[str,
 # these are left from an earlier one.
 MANIFEST = "run.json"
 PLOT_NAMES = ("jct_cdf", "queue_length", "utilisation", "fairness")
-_OWN = re.compile(r"(?P<policy>[\w.-]+?)(\.json|_jobs\.csv|_timeline\.csv)|"
-                  rf"({'|'.join(PLOT_NAMES)})\.(png|svg)|seeds\.json|seed-\d+")
+# seeds.json first: the policy alternative would take it for a policy "seeds" and skip it
+_OWN = re.compile(rf"seeds\.json|seed-\d+|({'|'.join(PLOT_NAMES)})\.(png|svg)|"
+                  r"(?P<policy>[\w.-]+?)(\.json|_jobs\.csv|_timeline\.csv)")
 
 
 def own_outputs(out: Path) -> list[Path]:

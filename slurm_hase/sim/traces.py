@@ -378,9 +378,13 @@ def tile(jobs: Sequence[TraceJob], count: int) -> list[TraceJob]:
 
 
 def scale_to_load(jobs: Sequence[TraceJob], total_gpus: float, load: float) -> list[TraceJob]:
-    """Compress or stretch arrival times so offered_load == `load`."""
+    """Compress or stretch arrival times so offered_load == `load` (unless that would leave
+    them less than 1 s apart, offered_load's least span)."""
     current = offered_load(jobs, total_gpus)
     if current <= 0 or load <= 0:
         return list(jobs)
     factor = current / load
+    span = jobs[-1].submit_s - jobs[0].submit_s
+    if 0 < span < 1.0:  # offered_load took this span as 1 s: stretch by the rest too
+        factor /= span
     return [dataclasses.replace(j, submit_s=j.submit_s * factor) for j in jobs]

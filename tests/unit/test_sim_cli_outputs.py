@@ -79,6 +79,16 @@ def test_results_of_an_earlier_run_are_named_and_left(tmp_path: Path, fixtures_d
     assert [line for line in err.splitlines() if line.startswith("hase: warning:")] == [warning]
 
 
+def test_seeds_json_of_an_earlier_repeat_run_is_named(tmp_path: Path, fixtures_dir: Path,
+                                                     data: Path) -> None:
+    out = tmp_path / "out"
+    _run(fixtures_dir, data, out, "--jobs", "30", "--repeat", "2")
+    _, _, err = _run(fixtures_dir, data, out, "--jobs", "30")
+    assert (f"hase: warning: {out} also holds 3 result file(s) from an earlier run, not this "
+            f"one: seed-0/, seed-1/, seeds.json (this run's files") in err
+    assert (out / "seeds.json").is_file()  # named, not deleted
+
+
 def test_stale_outputs_in_seed_folders_and_long_lists(tmp_path: Path) -> None:
     for name in ("seed-0/fifo.json", "seed-0/fair.json", "seed-7/fifo.json", "seeds.json",
                  "seed-1/x.txt", "hase_jobs.csv", "gavel_timeline.csv", "jct_cdf.svg",

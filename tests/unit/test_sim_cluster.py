@@ -109,3 +109,22 @@ def test_partition_naming_an_unknown_node_and_bad_mps_are_refused(tmp_path: Path
     p.write_text(node + "mps = 150\n")
     with pytest.raises(ConfigError, match=r"mps: .*positive multiple of its 4 GPUs, e.g. 400"):
         load_cluster(p)
+
+
+def test_two_count_groups_of_one_type_are_told_to_take_names(tmp_path: Path) -> None:
+    """V100 nodes of 4 GPUs beside V100 nodes of 8, both written with count: both groups would
+    be named v100-1 ...; the error names the two tables and the fix, not just 'v100-1'."""
+    p = tmp_path / "c.toml"
+    p.write_text('[[nodes]]\ncount = 2\ngpu_type = "v100"\ngpus = 4\n'
+                 '[[nodes]]\ncount = 2\ngpu_type = "v100"\ngpus = 8\n')
+    with pytest.raises(ConfigError) as exc:
+        load_cluster(p)
+    assert str(exc.value) == (
+        f"{p}: nodes[1]: node 'v100-1' is also in nodes[0] (a count group's nodes are v100-1 "
+        "...: give each group of the same GPU type its own name beside count)")
+    p.write_text('[[nodes]]\ncount = 2\ngpu_type = "v100"\ngpus = 4\n'
+                 '[[nodes]]\nname = "big"\ncount = 2\ngpu_type = "v100"\ngpus = 8\n')
+    assert [n.name for n in load_cluster(p).nodes] == ["v100-1", "v100-2", "big-1", "big-2"]
+    p.write_text('[[nodes]]\nname = "n-[1,1]"\ngpu_type = "v100"\ngpus = 4\n')
+    with pytest.raises(ConfigError, match=r"nodes\[0\]: node 'n-1' is named twice in this table"):
+        load_cluster(p)
