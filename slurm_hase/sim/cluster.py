@@ -13,7 +13,8 @@ is), plus `count = N` node groups and [billing].
 
     [[partitions]]           # optional; default: one partition "gpu" with every node
     name = "gpu"
-    nodes = "ALL"            # or a hostlist "a100-[1-2],t4-1", or a list of them
+    nodes = "ALL"            # or a hostlist "a100-[1-2],t4-1", or a list of them; every
+                             # simulated job goes to "gpu", which must hold every node
 
     [[accounts]]             # optional; sacctmgr-like shares (default 1.0 each)
     name = "vc-6214e9"
@@ -43,6 +44,8 @@ from slurm_hase.predict.catalog import resolve_gpu
 from slurm_hase.slurm import hostlist
 from slurm_hase.slurm.localcluster import spec
 from slurm_hase.slurm.localcluster.spec import check_known_keys
+
+JOB_PARTITION = "gpu"  # the partition every simulated job is submitted to (simslurm.PARTITION)
 
 MAX_GPUS_PER_TYPE = 1_000_000  # GPUs of one type in a simulated cluster
 MAX_NODES = 1_000_000  # nodes in a simulated cluster
@@ -187,7 +190,8 @@ def parse_cluster(data: Mapping[str, Any], where: str = "cluster",
         raise ConfigError(f"{where}: {totals[over[0]]:,} {over[0]} GPUs: at most "
                           f"{MAX_GPUS_PER_TYPE:,} per GPU type (the simulator's limit)")
     part_of: dict[str, list[str]] = {}
-    for i, p in enumerate(_tables(data, "partitions", where)):
+    tables = _tables(data, "partitions", where)
+    for i, p in enumerate(tables):
         here = f"{where}: partitions[{i}]"
         check_known_keys(p, spec.PARTITION_KEYS, here)
         if not isinstance(p.get("name"), str) or not p["name"]:
@@ -200,7 +204,17 @@ def parse_cluster(data: Mapping[str, Any], where: str = "cluster",
             raise ConfigError(f"{here}.nodes: {exc}") from None
         for name in members:
             part_of.setdefault(name, []).append(p["name"])
-    nodes = [replace(n, partitions=tuple(part_of.get(n.name, ["gpu"]))) for n in nodes]
+    # no [[partitions]]: one partition with every node; else a node is where the tables put it
+    nodes = [replace(n, partitions=tuple(part_of.get(n.name, [] if tables else [JOB_PARTITION])))
+             for n in nodes]
+    if outside := [n.name for n in nodes if JOB_PARTITION not in n.partitions]:
+        # trace rows name no partition: every simulated job is submitted to JOB_PARTITION and
+        # started on any node, so a node outside it would run jobs Slurm would never put there
+        shown = ", ".join(outside[:3]) + (", ..." if len(outside) > 3 else "")
+        raise ConfigError(
+            f"{where}: partitions: {len(outside)} node(s) ({shown}) are not in partition "
+            f"{JOB_PARTITION!r}, where the simulator submits every trace job (trace rows name no "
+            f"partition); add them to it (nodes = \"ALL\") or leave them out of the file")
     return ClusterSpec(tuple(nodes), _shares(data, where), _billing(data, where))
 
 

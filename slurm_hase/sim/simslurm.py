@@ -14,6 +14,7 @@ from functools import cached_property
 from slurm_hase.daemon.records import mps_per_gpu
 from slurm_hase.errors import JobNotFoundError, SlurmCommandError
 from slurm_hase.policy.common import parse_features
+from slurm_hase.sim.cluster import JOB_PARTITION
 from slurm_hase.sim.simcluster import PendingQueue, SharedGpu, SimCluster, SimJob
 from slurm_hase.slurm.types import (
     AccountingRecord,
@@ -28,7 +29,7 @@ from slurm_hase.slurm.types import (
 
 __all__ = ["PARTITION", "PendingQueue", "SharedGpu", "SimJob", "SimSlurm"]
 
-PARTITION = "gpu"
+PARTITION = JOB_PARTITION  # every trace job is submitted here (cluster.py: it holds every node)
 
 
 class SimSlurm(SimCluster):

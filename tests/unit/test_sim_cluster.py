@@ -95,9 +95,25 @@ def test_partition_nodes_forms(tmp_path: Path, nodes: str, expect: list[str]) ->
     p = tmp_path / "c.toml"
     p.write_text('[[nodes]]\nname = "a-[1-2]"\ngpu_type = "t4"\ngpus = 2\n'
                  '[[nodes]]\nname = "b-1"\ngpu_type = "t4"\ngpus = 2\n'
+                 '[[partitions]]\nname = "gpu"\nnodes = "ALL"\n'
                  f'[[partitions]]\nname = "p"\nnodes = {nodes}\n')
     spec = load_cluster(p)
     assert [n.name for n in spec.nodes if "p" in n.partitions] == expect
+
+
+@pytest.mark.parametrize("partitions", [
+    '[[partitions]]\nname = "gpu"\nnodes = "a-[1-2]"\n',  # b-1 in no partition of the jobs
+    '[[partitions]]\nname = "batch"\nnodes = "ALL"\ndefault = true\n',  # no "gpu" at all
+    '[[partitions]]\nname = "p"\nnodes = "a-[1-2]"\n',  # a-1, a-2 only in p
+])
+def test_nodes_outside_the_jobs_partition_are_refused(tmp_path: Path, partitions: str) -> None:
+    """Every simulated job goes to partition "gpu" and may start on any node: a node outside
+    it would take jobs Slurm never gives it, so such a file is refused with the nodes named."""
+    p = tmp_path / "c.toml"
+    p.write_text('[[nodes]]\nname = "a-[1-2]"\ngpu_type = "t4"\ngpus = 2\n'
+                 '[[nodes]]\nname = "b-1"\ngpu_type = "t4"\ngpus = 2\n' + partitions)
+    with pytest.raises(ConfigError, match=r"node\(s\) \((a-1|b-1).*\) are not in partition 'gpu'"):
+        load_cluster(p)
 
 
 def test_partition_naming_an_unknown_node_and_bad_mps_are_refused(tmp_path: Path) -> None:
