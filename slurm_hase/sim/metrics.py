@@ -116,7 +116,7 @@ def account_metrics(result: SimResult) -> dict[str, dict[str, float | None]]:
     for a in sorted(sums.keys() | levels.keys()):
         n, jct, wait, gpu_s = sums.get(a, [0.0, 0.0, 0.0, 0.0])
         lv = levels.get(a)
-        out[a] = {"jobs": n, "avg_jct_s": jct / n if n else None,
+        out[a] = {"jobs": int(n), "avg_jct_s": jct / n if n else None,
                   "avg_wait_s": wait / n if n else None, "gpu_hours": gpu_s / 3600.0,
                   "mean_level": float(np.mean(lv)) if lv else None}
     return out

@@ -114,7 +114,7 @@ def prepare_trace(setup: TraceSetup, table: ThroughputTable, spec: ClusterSpec,
     if not jobs:
         raise DataError(f"{setup.path}: the trace has no jobs")
     if setup.start >= len(jobs):
-        raise ConfigError(f"start {setup.start}: past the end of {setup.path} "
+        raise ConfigError(f"--start {setup.start}: past the end of {setup.path} "
                           f"({len(jobs)} jobs, numbered from 0)")
     total = len(jobs)
     jobs = window(jobs, setup.start, setup.count)
@@ -144,6 +144,10 @@ def prepare_trace(setup: TraceSetup, table: ThroughputTable, spec: ClusterSpec,
         if not set(seen) & set(spec.shares):
             warn(f"the cluster file's [[accounts]] ({', '.join(sorted(spec.shares))}) match none "
                  f"of the trace's accounts ({name_some(seen)}): every account gets share 1")
+        elif unnamed := [a for a in seen if a not in spec.shares]:
+            warn(f"{len(unnamed)} of the trace's {len(seen)} accounts have no [[accounts]] entry "
+                 f"in the cluster file ({name_some(unnamed)}): each gets share 1, beside the "
+                 f"shares given to {', '.join(sorted(set(seen) & set(spec.shares)))}")
     return jobs
 
 

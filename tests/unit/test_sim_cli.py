@@ -32,6 +32,9 @@ def test_simulate_writes_json_csv(tmp_path: Path, fixtures_dir: Path) -> None:
     summary = json.loads((out / "fair.json").read_text())
     assert summary["metrics"]["jobs"] == 40 and summary["meta"]["knobs"] == {"theta": 0.2}
     assert (out / "fair_jobs.csv").read_text().count("\n") == 41
+    by_account = summary["metrics"]["by_account"]
+    assert sum(a["jobs"] for a in by_account.values()) == 40
+    assert all(type(a["jobs"]) is int for a in by_account.values())  # a count, not 10.0
 
 
 def test_simulate_refuses_unknown_gpu_type(tmp_path: Path, fixtures_dir: Path) -> None:

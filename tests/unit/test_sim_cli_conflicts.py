@@ -1,6 +1,6 @@
 """`hase simulate` says so where an option or a cluster file's table would do nothing:
---gpus beside --cluster (refused), [[accounts]] that match none of the trace's accounts (a
-warning)."""
+--gpus beside --cluster (refused), [[accounts]] that match none or only some of the trace's
+accounts (a warning)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,16 @@ def test_accounts_matching_no_trace_account_are_warned_about(
     assert code == 0
     assert ("hase: warning: the cluster file's [[accounts]] (teama, teamb) match none of the "
             "trace's accounts (acct0, acct1, acct2, acct3): every account gets share 1\n") in err
+    # some named: the others get share 1 beside them, which starves them if the shares are large
     spec.write_text(CLUSTER + '[[accounts]]\nname = "acct0"\nshares = 3\n')
     code, err = _hase(_sim_args(fixtures_dir, data, tmp_path / "o2", "--cluster", str(spec)),
+                      capsys)
+    assert code == 0
+    assert ("hase: warning: 3 of the trace's 4 accounts have no [[accounts]] entry in the "
+            "cluster file (acct1, acct2, acct3): each gets share 1, beside the shares given to "
+            "acct0\n") in err
+    spec.write_text(CLUSTER + "".join(f'[[accounts]]\nname = "acct{i}"\nshares = {i + 1}\n'
+                                      for i in range(4)))
+    code, err = _hase(_sim_args(fixtures_dir, data, tmp_path / "o3", "--cluster", str(spec)),
                       capsys)
     assert code == 0 and "[[accounts]]" not in err

@@ -148,7 +148,7 @@ def test_trace_cuts_in_range_select_those_jobs(tmp_path: Path, fixtures_dir: Pat
 def test_a_start_past_the_trace_is_refused(tmp_path: Path, fixtures_dir: Path, data: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _hase(capsys, _args(fixtures_dir, data, tmp_path / "out", "--start", "40"))
-    assert code == 2 and "start 40: past the end of" in err and "(40 jobs, numbered from 0)" in err
+    assert code == 2 and "--start 40: past the end of" in err and "(40 jobs, numbered from 0)" in err
 
 
 @pytest.mark.parametrize(("extra", "message"), [
