@@ -81,6 +81,7 @@ class Harvest:
 
 RESUMED = "resumed after a requeue"
 SHARED = "ran under an MPS share"
+GPUS_DIFFER = "held another GPU count than its description says"
 
 
 def record_to_measurement(rec: AccountingRecord, requeued: bool = False) -> Measurement | str:
@@ -109,7 +110,10 @@ def record_to_measurement(rec: AccountingRecord, requeued: bool = False) -> Meas
     typed = {k: v for k, v in rec.alloc_gpus.items() if k and k != "gpu"}
     if len(typed) != 1:
         return "not one GPU type"
-    gpu_name = next(iter(typed))
+    gpu_name, held = next(iter(typed.items()))
+    if held != desc.num_gpus:
+        # the description's gpus= is what the row would record; the time is of the GPUs held
+        return GPUS_DIFFER
     try:
         gpu = resolve_gpu(gpu_name).key
         return make(gpu, desc.model, desc.gflops_per_iter, desc.params_m, desc.batch_size,
