@@ -1,0 +1,75 @@
+"""`hase schedd` as a new admin meets it: what `run --dry-run` prints while slurmctld is away,
+and what `status --cycles 0` says."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from slurm_hase.cli import schedd_cmd
+from slurm_hase.daemon.fake import FakeBackend, gpu_node
+from slurm_hase.errors import SlurmUnavailableError
+from slurm_hase.slurm.types import GpuRequest, Job, JobState
+from tests.conftest import run_main
+
+Capsys = pytest.CaptureFixture[str]
+# the description hsbatch wrote for `#HASE model=resnet50 batch_size=64 iterations=20000` on the
+# local cluster (scontrol show job: Comment=)
+COMMENT = '{"hase":1,"model":"resnet50","bs":64,"iters":20000}'
+
+
+class GoesAway(FakeBackend):
+    """slurmctld answers the first `answers` squeue calls, then is unreachable; at the
+    `stop_at`-th squeue call the daemon is sent SIGTERM (as systemctl stop would)."""
+
+    def __init__(self, answers: int, stop_at: int) -> None:
+        super().__init__(
+            [Job(job_id="7", name="train", user="u", account="teama", partition="gpu",
+                 state=JobState.PENDING, gpu=GpuRequest(1, None, "job"), comment=COMMENT,
+                 submit_time=1_000, time_limit_s=36_000)],
+            [gpu_node("a1", "a100"), gpu_node("t1", "t4")], shares={"teama": 1.0})
+        self.answers, self.stop_at, self.squeue_calls = answers, stop_at, 0
+
+    def jobs(self) -> list[Job]:
+        self.squeue_calls += 1
+        if self.squeue_calls >= self.stop_at:
+            os.kill(os.getpid(), signal.SIGTERM)
+        if self.squeue_calls > self.answers:
+            raise SlurmUnavailableError(["squeue"], 1, "Unable to contact slurm controller")
+        return super().jobs()
+
+
+@pytest.fixture
+def keep_signal_handlers() -> Iterator[None]:
+    """`hase schedd run` installs SIGTERM/SIGINT handlers; put pytest's back afterwards."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+def _config(tmp_path: Path) -> Path:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[schedd]\nlog_format = "text"\nlog_level = "ERROR"\ninterval_s = 1\n'
+                   "backoff_s = 0.1\nbackoff_max_s = 0.1\n")
+    return cfg
+
+
+def test_a_dry_run_does_not_print_the_last_cycle_again_while_slurm_is_away(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Capsys,
+        keep_signal_handlers: None) -> None:
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    backend = GoesAway(answers=1, stop_at=4)  # one good cycle, then three that fail
+    monkeypatch.setattr(schedd_cmd, "_backend", lambda: backend)
+    code, out, _ = run_main(["schedd", "run", "--dry-run", "--config", str(_config(tmp_path)),
+                             "--state-db", str(tmp_path / "s.db")], capsys)
+    assert code == 0
+    assert backend.squeue_calls == 4
+    # the one cycle that observed Slurm, printed once; before, each failed cycle printed it again
+    summaries = [ln for ln in out.splitlines() if ln.startswith("# policy fair:")]
+    assert len(summaries) == 1, out
+    assert out.count("would run: scontrol update jobid=7 ") == 1, out
