@@ -254,7 +254,7 @@ def status_cmd(as_json: bool, cycles: int, config_path: str | None, state_db: st
                    f"applied={c['applied']:<4} requeued={c['requeued']:<3} errors={c['errors']:<3} "
                    f"{c['duration_s'] * 1000:.0f} ms{'  DRY' if c['dry_run'] else ''}"
                    f"{'  SLURM-DOWN' if c['unavailable'] else ''}")
-    if not data["cycles"]:
+    if not data["cycles"] and cycles:  # --cycles 0 asks for none, whatever the store holds
         click.echo("  no cycles recorded yet")
 
 

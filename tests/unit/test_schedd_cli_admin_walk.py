@@ -14,6 +14,7 @@ from slurm_hase.cli import schedd_cmd
 from slurm_hase.daemon.fake import FakeBackend, gpu_node
 from slurm_hase.errors import SlurmUnavailableError
 from slurm_hase.slurm.types import GpuRequest, Job, JobState
+from slurm_hase.store.state import CycleRow, StateStore
 from tests.conftest import run_main
 
 Capsys = pytest.CaptureFixture[str]
@@ -73,3 +74,18 @@ def test_a_dry_run_does_not_print_the_last_cycle_again_while_slurm_is_away(
     summaries = [ln for ln in out.splitlines() if ln.startswith("# policy fair:")]
     assert len(summaries) == 1, out
     assert out.count("would run: scontrol update jobid=7 ") == 1, out
+
+
+def test_status_cycles_0_does_not_say_no_cycle_was_recorded(tmp_path: Path, capsys: Capsys
+                                                            ) -> None:
+    db = tmp_path / "s.db"
+    store = StateStore(db)
+    store.record_cycle(CycleRow(5.0, 0.2, "fair", False, "d", 1, 1, 1, 1, 0, 0), [], {})
+    store.close()
+    code, out, err = run_main(["schedd", "status", "--state-db", str(db), "--cycles", "0"],
+                              capsys)
+    assert code == 0, err
+    assert "no cycles recorded yet" not in out  # one is: --cycles 0 only lists none of them
+    code, out, err = run_main(["schedd", "status", "--state-db", str(db)], capsys)
+    assert code == 0, err
+    assert "cycle      1  fair" in out
