@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from slurm_hase.cli import schedd_cmd
+from slurm_hase.cli.schedd_run import cycle_lines
+from slurm_hase.daemon.cycle import CycleConfig, JobEstimate, run_cycle
 from slurm_hase.daemon.fake import FakeBackend, gpu_node
+from slurm_hase.daemon.loop import WallClock
 from slurm_hase.errors import SlurmUnavailableError
+from slurm_hase.policy.types import ClusterState, Decision
+from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.types import GpuRequest, Job, JobState
 from slurm_hase.store.state import CycleRow, StateStore
 from tests.conftest import run_main
@@ -108,3 +113,48 @@ def test_the_simulate_example_of_hase_help_runs_where_hase_is_installed(
                               capsys)
     assert code == 0, err
     assert "jobs finished" in err and "avg JCT" in out
+
+
+def _rotation(dry_run: bool) -> tuple[FakeBackend, list[str]]:
+    """One cycle over two opted-in running jobs (checkpoint=yes, Requeue=1) whose policy asks
+    to requeue both, at most one a cycle, and what `run --once` prints of it."""
+    def running(job_id: str) -> Job:
+        return Job(job_id=job_id, name="train", user="u", account="teama", partition="gpu",
+                   state=JobState.RUNNING, gpu=GpuRequest(1, None, "job"),
+                   alloc_gpus={"v100": 1}, start_time=1_000, time_limit_s=100_000,
+                   comment='{"hase":1,"model":"resnet50","ckpt":1}', requeue=True)
+
+    class Rotate:
+        name, summary = "rotate", "requeues both running jobs"
+
+        def decide(self, state: ClusterState) -> list[Decision]:
+            return [Decision("1", nice=5, gpu_types=("a100",), requeue=True),
+                    Decision("2", requeue=True)]
+
+    class Runtimes:
+        def estimate(self, job: Job, gpu_types: Sequence[str]) -> JobEstimate | None:
+            return JobEstimate(dict.fromkeys(gpu_types, 500.0), checkpoint=True)
+
+    backend = FakeBackend([running("1"), running("2")],
+                          [gpu_node("v1", "v100", alloc=2), gpu_node("a1", "a100")])
+    config = CycleConfig(requeue=True, requeue_max=1, requeue_min_run_s=0.0, dry_run=dry_run)
+    res = run_cycle(backend, Rotate(), Runtimes(), WallClock(), UsageLedger(3600.0), {}, config,
+                    owned={})
+    return backend, cycle_lines(res, "rotate", dry_run)
+
+
+def test_a_dry_run_prints_the_requeue_it_would_make() -> None:
+    backend, lines = _rotation(dry_run=True)
+    assert backend.requeued == []  # a dry run
+    # before, the requeue of job 1 was left out, and only job 2's refusal was printed
+    assert lines[:2] == ["would run: scontrol requeue 1",
+                         "# job 2: requeue refused: more than 1 requeues this cycle"]
+    assert lines[2].startswith("# policy rotate: 0 updates and 1 requeues for 0 pending jobs")
+
+
+def test_a_real_cycle_prints_the_requeue_it_ran_before_the_jobs_update() -> None:
+    backend, lines = _rotation(dry_run=False)
+    assert backend.requeued == ["1"]
+    assert lines[:2] == ["ran: scontrol requeue 1",
+                         "ran: scontrol update jobid=1 Nice=5 Features=a100"]
+    assert lines[-1].startswith("# policy rotate: 1 updates and 1 requeues")
