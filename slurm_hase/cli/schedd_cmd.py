@@ -208,8 +208,8 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
             click.echo(line)
 
     daemon.run(once=once, should_stop=lambda: stop["flag"], after_cycle=after)
-    if once and daemon.failures:
-        raise SlurmError("slurm unavailable; no cycle completed")
+    if once and daemon.failures:  # Slurm's words: not every failure is slurmctld being away
+        raise SlurmError(f"no cycle completed: {daemon.last_failure}")
 
 
 @schedd.command(name="status")

@@ -15,7 +15,7 @@ from slurm_hase.cli.schedd_run import cycle_lines
 from slurm_hase.daemon.cycle import CycleConfig, JobEstimate, run_cycle
 from slurm_hase.daemon.fake import FakeBackend, gpu_node
 from slurm_hase.daemon.loop import WallClock
-from slurm_hase.errors import SlurmUnavailableError
+from slurm_hase.errors import SlurmCommandError, SlurmUnavailableError
 from slurm_hase.policy.types import ClusterState, Decision
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.types import GpuRequest, Job, JobState
@@ -158,3 +158,26 @@ def test_a_real_cycle_prints_the_requeue_it_ran_before_the_jobs_update() -> None
     assert lines[:2] == ["ran: scontrol requeue 1",
                          "ran: scontrol update jobid=1 Nice=5 Features=a100"]
     assert lines[-1].startswith("# policy rotate: 1 updates and 1 requeues")
+
+
+class OldSqueue(FakeBackend):
+    """A Slurm whose squeue has no --json (before 21.08; slurm-hase needs 22.05): slurmctld
+    answers, the command is refused."""
+
+    def jobs(self) -> list[Job]:
+        raise SlurmCommandError(["squeue", "--json"], 1, "squeue: unrecognized option '--json'\n"
+                                "Try \"squeue --help\" for more information")
+
+
+def test_run_once_says_why_no_cycle_completed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: Capsys) -> None:
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    monkeypatch.setattr(schedd_cmd, "_backend", lambda: OldSqueue())
+    code, out, err = run_main(["schedd", "run", "--once", "--dry-run", "--config",
+                               str(_config(tmp_path)), "--state-db", str(tmp_path / "s.db")],
+                              capsys)
+    assert code == 1 and out == ""
+    # before: 'slurm unavailable; no cycle completed', whatever the failure was
+    assert err.splitlines()[-2:] == [
+        "hase: error: no cycle completed: squeue --json... exited 1: squeue: unrecognized "
+        "option '--json'", "Try \"squeue --help\" for more information"]

@@ -223,4 +223,5 @@ def test_run_with_slurm_away_is_not_refused_by_the_preflight(
     backend.unavailable = True
     code, _, err = _run(tmp_path, 'partitions = ["gpux"]\n', backend, monkeypatch, capsys)
     assert code == 1  # the loop's own failure, not a config refusal
-    assert err == "hase: error: slurm unavailable; no cycle completed\n"
+    assert err == ("hase: error: no cycle completed: squeue... exited 1: Unable to contact slurm "
+                   "controller (connect failure)\n")
