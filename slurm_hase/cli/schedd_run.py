@@ -59,9 +59,12 @@ def build_daemon(cfg: DaemonConfig, backend: SlurmBackend, clock: Clock, metrics
 def cycle_lines(res: CycleResult, policy_name: str, dry_run: bool) -> list[str]:
     """What `run --once` or `--dry-run` prints of a cycle: each update and requeue as the
     scontrol command it ran (or would run; a requeued job's own update right after its requeue),
-    each skipped job, and a summary line."""
+    each skipped job, and a summary line; one line for a quiet cycle."""
     from slurm_hase.slurm import commands
 
+    if res.quiet:  # observed only: it has no pending count or plan of its own to report
+        return [f"# policy {policy_name}: no job or node changed since the last cycle that "
+                "decided; nothing decided (the next decides at the latest refresh_s after it)"]
     verb, done = ("would run", res.planned) if dry_run else ("ran", res.applied)
     # a dry run requeues nothing: the requeues it would make are the policy's that the safety
     # checks did not refuse (as the state store records them: planned)

@@ -181,3 +181,20 @@ def test_run_once_says_why_no_cycle_completed(tmp_path: Path, monkeypatch: pytes
     assert err.splitlines()[-2:] == [
         "hase: error: no cycle completed: squeue --json... exited 1: squeue: unrecognized "
         "option '--json'", "Try \"squeue --help\" for more information"]
+
+
+def test_a_quiet_cycle_of_a_dry_run_does_not_say_nothing_pends(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Capsys,
+        keep_signal_handlers: None) -> None:
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    backend = GoesAway(answers=2, stop_at=2)  # two cycles on the same queue: the second is quiet
+    monkeypatch.setattr(schedd_cmd, "_backend", lambda: backend)
+    code, out, _ = run_main(["schedd", "run", "--dry-run", "--config", str(_config(tmp_path)),
+                             "--state-db", str(tmp_path / "s.db")], capsys)
+    assert code == 0
+    summaries = [ln for ln in out.splitlines() if ln.startswith("# policy fair:")]
+    # before, the quiet cycle printed '0 updates for 0 pending jobs' with job 7 pending
+    assert summaries[0].startswith("# policy fair: 1 updates for 1 pending jobs")
+    assert summaries[1] == ("# policy fair: no job or node changed since the last cycle that "
+                            "decided; nothing decided (the next decides at the latest refresh_s "
+                            "after it)")
