@@ -198,3 +198,26 @@ def test_a_quiet_cycle_of_a_dry_run_does_not_say_nothing_pends(
     assert summaries[1] == ("# policy fair: no job or node changed since the last cycle that "
                             "decided; nothing decided (the next decides at the latest refresh_s "
                             "after it)")
+
+
+@pytest.mark.parametrize("policy, code", [("fair", 2), ("gavel", 0)])
+def test_a_zero_share_is_refused_at_start_for_the_fair_policy(
+        policy: str, code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: Capsys) -> None:
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    backend = GoesAway(answers=1, stop_at=99)  # teama's job 7 pending, Slurm answering
+    monkeypatch.setattr(schedd_cmd, "_backend", lambda: backend)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[schedd]\nlog_level = "ERROR"\n[policy]\nname = "{policy}"\n'
+                   "[shares]\nteama = 0\nteamb = 1\n")
+    # before: fair's first cycle ended in a ZeroDivisionError traceback (the daemon, every cycle)
+    got, out, err = run_main(["schedd", "run", "--once", "--dry-run", "--config", str(cfg),
+                              "--state-db", str(tmp_path / "s.db")], capsys)
+    assert got == code, err
+    if policy == "fair":
+        assert out == "" and backend.calls == 0  # refused before Slurm was asked anything
+        assert err == ("hase: error: [shares] teama: a share of 0 is not supported by the fair "
+                       "policy; give a small positive share (e.g. 0.01) to an account that "
+                       "should get GPUs mostly when the others leave them\n")
+    else:
+        assert "would run: scontrol update jobid=7 " in out
