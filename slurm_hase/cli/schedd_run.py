@@ -83,8 +83,8 @@ def cycle_lines(res: CycleResult, policy_name: str, dry_run: bool) -> list[str]:
     lines += [f"# job {job_id}: {why}" for job_id, why in res.skipped]
     seen = len(res.pending_ids)
     jobs = (f"{res.pending} pending jobs" if res.pending == seen else
-            f"{res.pending} of {seen} pending jobs (the others are held or have no runtime "
-            "estimate)")
+            f"{res.pending} of {seen} pending jobs (the others are held, ask for no GPU "
+            "with --gpus/--gres, or have no runtime estimate)")
     lines.append(f"# policy {policy_name}: {len(done)} updates"
                  f"{f' and {len(requeues)} requeues' if requeues else ''} for {jobs}, "
                  f"{len(res.errors)} errors, {res.duration_s:.2f}s")

@@ -221,3 +221,20 @@ def test_a_zero_share_is_refused_at_start_for_the_fair_policy(
                        "should get GPUs mostly when the others leave them\n")
     else:
         assert "would run: scontrol update jobid=7 " in out
+
+
+def test_the_summary_does_not_blame_a_missing_estimate_for_a_cpu_job(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Capsys) -> None:
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    backend = GoesAway(answers=1, stop_at=99)
+    # a CPU job in the GPU partition, with a workload description the daemon could estimate
+    backend.job_list.append(Job(job_id="8", name="prep", user="u", account="teama",
+                                partition="gpu", state=JobState.PENDING, comment=COMMENT,
+                                submit_time=1_000, time_limit_s=36_000))
+    monkeypatch.setattr(schedd_cmd, "_backend", lambda: backend)
+    code, out, err = run_main(["schedd", "run", "--once", "--dry-run", "--config",
+                               str(_config(tmp_path)), "--state-db", str(tmp_path / "s.db")],
+                              capsys)
+    assert code == 0, err
+    assert ("# policy fair: 1 updates for 1 of 2 pending jobs (the others are held, ask for no "
+            "GPU with --gpus/--gres, or have no runtime estimate)") in out
