@@ -238,3 +238,16 @@ def test_the_summary_does_not_blame_a_missing_estimate_for_a_cpu_job(
     assert code == 0, err
     assert ("# policy fair: 1 updates for 1 of 2 pending jobs (the others are held, ask for no "
             "GPU with --gpus/--gres, or have no runtime estimate)") in out
+
+
+def test_report_usage_user_says_whose_the_totals_are(fixtures_dir: Path, capsys: Capsys) -> None:
+    """A user's `hase report usage --user me`: the footer's totals are every account's, as
+    with --account; it read 'total 0.xxx GPU-hours' under the user's (here: no) rows."""
+    saved = fixtures_dir / "slurm" / "24.11" / "sacct.json"  # a real capture: root's jobs
+    code, everyone, _ = run_main(["report", "usage", "--input", str(saved)], capsys)
+    assert code == 0
+    code, out, err = run_main(["report", "usage", "--input", str(saved), "--user", "zed"], capsys)
+    assert code == 0 and "--user zed has no jobs" in err
+    total = everyone.splitlines()[-1].removeprefix("total ")
+    assert out.splitlines()[-1] == ("total of all accounts and users, not only zed and their "
+                                    f"accounts: {total}")
