@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from slurm_hase.errors import HaseError
 from slurm_hase.slurm.localcluster.paths import cluster_paths
 from slurm_hase.slurm.runner import CommandResult, SubprocessRunner
 
@@ -105,6 +106,23 @@ UNFINISHED = {"PENDING", "RUNNING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPE
 
 
 def main() -> int:
+    """Run the demo; 1 with `demo: error: ...` (no traceback) when a step's command fails, 2
+    at once when there is no local cluster (Slurm's tools would retry its slurm.conf for a
+    minute first)."""
+    paths = cluster_paths(None)
+    if not paths.slurm_conf.is_file():
+        print(f"demo: error: no local cluster at {paths.root} ({paths.slurm_conf} does not "
+              "exist); start it with `hase cluster up` (./run.sh demo does)", file=sys.stderr)
+        return 2
+    try:
+        return _steps()
+    except HaseError as exc:
+        print(f"demo: error: {exc}\n(is the local cluster up? `hase cluster status` says; "
+              "`hase cluster up` starts it)", file=sys.stderr)
+        return 1
+
+
+def _steps() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="hase-demo-"))
     # the report in step 6 counts this demo's jobs, not the cluster's earlier ones (tests...)
     began = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 1))

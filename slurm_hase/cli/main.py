@@ -60,7 +60,7 @@ def cli() -> None:
     Typical admin flow:
       hase cluster up              # a local test cluster (or use your own Slurm)
       hase model predict --model resnet50 --batch-size 64
-      hase simulate --trace philly --policy fair
+      hase simulate --trace gavel --policy fifo --policy fair   # Slurm as is vs. fair
       hase schedd run --once --dry-run
       hase report fairness
     """

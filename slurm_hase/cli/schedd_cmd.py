@@ -10,7 +10,7 @@ import signal
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -26,6 +26,9 @@ from slurm_hase.cli.schedd_checks import (
 from slurm_hase.cli.slurm_env import check_slurm_conf
 from slurm_hase.daemon.config import DaemonConfig, load_config
 from slurm_hase.errors import ConfigError, SlurmError
+
+if TYPE_CHECKING:
+    from slurm_hase.daemon.cycle import CycleResult
 
 DEFAULT_CONFIG = "/etc/slurm-hase/schedd.toml"  # where render-unit's service looks by default
 CONFIG_OPT = click.option(
@@ -185,6 +188,7 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    shown: list[CycleResult] = []  # the cycle printed last: a failed cycle leaves it in place
 
     def after() -> None:
         if textfile:
@@ -195,14 +199,17 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
                 logging.getLogger("slurm_hase.daemon").error(
                     "cannot write metrics textfile %s: %s", textfile, exc.strerror or exc)
         res = daemon.last_result
-        if res is None or not (cfg.dry_run or once):
+        # a cycle that could not observe Slurm (backing off) has no result of its own: printing
+        # the last one again would read as a new cycle that planned the same updates
+        if res is None or not (cfg.dry_run or once) or (shown and shown[-1] is res):
             return
+        shown[:] = [res]
         for line in cycle_lines(res, daemon.policy.name, cfg.dry_run):
             click.echo(line)
 
     daemon.run(once=once, should_stop=lambda: stop["flag"], after_cycle=after)
-    if once and daemon.failures:
-        raise SlurmError("slurm unavailable; no cycle completed")
+    if once and daemon.failures:  # Slurm's words: not every failure is slurmctld being away
+        raise SlurmError(f"no cycle completed: {daemon.last_failure}")
 
 
 @schedd.command(name="status")
@@ -247,7 +254,7 @@ def status_cmd(as_json: bool, cycles: int, config_path: str | None, state_db: st
                    f"applied={c['applied']:<4} requeued={c['requeued']:<3} errors={c['errors']:<3} "
                    f"{c['duration_s'] * 1000:.0f} ms{'  DRY' if c['dry_run'] else ''}"
                    f"{'  SLURM-DOWN' if c['unavailable'] else ''}")
-    if not data["cycles"]:
+    if not data["cycles"] and cycles:  # --cycles 0 asks for none, whatever the store holds
         click.echo("  no cycles recorded yet")
 
 

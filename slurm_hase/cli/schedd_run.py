@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from slurm_hase.daemon.loop import Daemon
     from slurm_hase.daemon.metrics import Metrics
     from slurm_hase.slurm.backend import SlurmBackend
+    from slurm_hase.slurm.types import JobUpdate
 
 
 def build_daemon(cfg: DaemonConfig, backend: SlurmBackend, clock: Clock, metrics: Metrics
@@ -56,17 +57,35 @@ def build_daemon(cfg: DaemonConfig, backend: SlurmBackend, clock: Clock, metrics
 
 
 def cycle_lines(res: CycleResult, policy_name: str, dry_run: bool) -> list[str]:
-    """What `run --once` or `--dry-run` prints of a cycle: each update as the scontrol command
-    it ran (or would run), each skipped job, and a summary line."""
+    """What `run --once` or `--dry-run` prints of a cycle: each update and requeue as the
+    scontrol command it ran (or would run; a requeued job's own update right after its requeue),
+    each skipped job, and a summary line; one line for a quiet cycle."""
     from slurm_hase.slurm import commands
 
+    if res.quiet:  # observed only: it has no pending count or plan of its own to report
+        return [f"# policy {policy_name}: no job or node changed since the last cycle that "
+                "decided; nothing decided (the next decides at the latest refresh_s after it)"]
     verb, done = ("would run", res.planned) if dry_run else ("ran", res.applied)
-    lines = [f"{verb}: " + shlex.join(commands.update_job(job_id, upd)) for job_id, upd in done]
+    # a dry run requeues nothing: the requeues it would make are the policy's that the safety
+    # checks did not refuse (as the state store records them: planned)
+    refused = {job_id for job_id, _ in [*res.skipped, *res.errors]}
+    requeues = ([d.job_id for d in res.decisions if d.requeue and d.job_id not in refused]
+                if dry_run else list(res.requeued))
+
+    def update_line(job_id: str, upd: JobUpdate) -> str:
+        return f"{verb}: " + shlex.join(commands.update_job(job_id, upd))
+
+    requeued = set(requeues)
+    lines = [update_line(job_id, upd) for job_id, upd in done if job_id not in requeued]
+    for job_id in requeues:
+        lines.append(f"{verb}: " + shlex.join(commands.requeue(job_id)))
+        lines += [update_line(j, upd) for j, upd in done if j == job_id]
     lines += [f"# job {job_id}: {why}" for job_id, why in res.skipped]
     seen = len(res.pending_ids)
     jobs = (f"{res.pending} pending jobs" if res.pending == seen else
-            f"{res.pending} of {seen} pending jobs (the others are held or have no runtime "
-            "estimate)")
-    lines.append(f"# policy {policy_name}: {len(done)} updates for {jobs}, "
+            f"{res.pending} of {seen} pending jobs (the others are held, ask for no GPU "
+            "with --gpus/--gres, or have no runtime estimate)")
+    lines.append(f"# policy {policy_name}: {len(done)} updates"
+                 f"{f' and {len(requeues)} requeues' if requeues else ''} for {jobs}, "
                  f"{len(res.errors)} errors, {res.duration_s:.2f}s")
     return lines

@@ -67,6 +67,7 @@ class Daemon:
         self.metrics = metrics or Metrics()
         self._monotonic = monotonic
         self.failures = 0
+        self.last_failure = ""  # why the latest failed cycle failed (Slurm's own words)
         self.last_result: CycleResult | None = None
         # when sacct could not seed the ledger at start: that start time (history before it is
         # added once sacct answers) and when to ask again
@@ -185,6 +186,7 @@ class Daemon:
                                self.ledger, self._shares(), self.config, owned=self.owned,
                                watch=self.watch, intend=self._intend)
         except SlurmError as exc:
+            self.last_failure = str(exc)
             return self._backoff(f"{type(exc).__name__}: {exc}")
         wall = self._monotonic() - t0
         self.last_result = result
@@ -195,7 +197,8 @@ class Daemon:
         else:
             self._record(result, wall)
         if result.unavailable:  # counted as an "unavailable" cycle already (observe_cycle)
-            return self._backoff("slurmctld went away while acting", counted=True)
+            self.last_failure = "slurmctld went away while acting"
+            return self._backoff(self.last_failure, counted=True)
         self._seed_late()
         if self.failures:
             log.info("slurm reachable again after %d failed cycles", self.failures)

@@ -31,6 +31,8 @@ class ClusterFacts:
 
     partitions: Mapping[str, frozenset[str]]
     accounts: frozenset[str] | None = None
+    # partitions with a node whose GPUs have no type (Gres=gpu:4): GPUs the daemon cannot steer
+    untyped: frozenset[str] = frozenset()
 
     @property
     def gpu_types(self) -> frozenset[str]:
@@ -55,12 +57,16 @@ def cluster_facts(nodes: Sequence[Node], partitions: Sequence[Partition],
     either lists the other; all nodes count, whatever their state)."""
     types: dict[str, set[str]] = {p.name: set() for p in partitions}
     members = {p.name: set(p.nodes) for p in partitions}
+    untyped: set[str] = set()
     for node in nodes:
         node_types = {t.lower() for t, n in node.gpus.items() if t and n > 0}
-        for part in set(node.partitions) | {p for p, ns in members.items() if node.name in ns}:
+        parts = set(node.partitions) | {p for p, ns in members.items() if node.name in ns}
+        for part in parts:
             types.setdefault(part, set()).update(node_types)
+        if node.gpus.get("", 0) > 0:
+            untyped |= parts
     return ClusterFacts({p: frozenset(t) for p, t in types.items()},
-                        None if accounts is None else frozenset(accounts))
+                        None if accounts is None else frozenset(accounts), frozenset(untyped))
 
 
 def _union(sets: Iterable[frozenset[str]]) -> frozenset[str]:
@@ -78,7 +84,8 @@ def check_config(cfg: DaemonConfig, facts: ClusterFacts) -> list[Problem]:
     """Problems of `cfg` on the cluster `facts` describes, fatal ones first.
 
     Fatal: none of the configured partitions exists. Warnings: some configured partitions
-    do not exist; configured partitions without GPU nodes; configured gpu_types with no
+    do not exist; configured partitions without GPU nodes, or whose GPUs have no type (so
+    nothing there can be steered); configured gpu_types with no
     nodes in the managed partitions; shares for accounts Slurm does not report.
     """
     fatal: list[Problem] = []
@@ -97,12 +104,19 @@ def check_config(cfg: DaemonConfig, facts: ClusterFacts) -> list[Problem]:
             warn.append(Problem(False, (
                 f"[schedd] partitions: {', '.join(missing)} not in Slurm (Slurm's partitions: "
                 f"{_names(facts.partitions)}); managing {_names(managed)} only")))
-        no_gpu = [p for p in wanted if p in managed and not facts.partitions[p]]
+        no_types = [p for p in wanted if p in managed and not facts.partitions[p]]
+        untyped = [p for p in no_types if p in facts.untyped]
+        no_gpu = [p for p in no_types if p not in facts.untyped]
         if no_gpu:
             warn.append(Problem(False, (
                 f"[schedd] partitions: {', '.join(no_gpu)} "
                 f"{'have' if len(no_gpu) > 1 else 'has'} no GPU nodes; the daemon steers "
                 "nothing there")))
+        if untyped:
+            warn.append(Problem(False, (
+                f"[schedd] partitions: the GPUs of {', '.join(untyped)} have no type "
+                "(Gres=gpu:N, not gpu:TYPE:N); the daemon steers nothing there until the "
+                "nodes' Gres and Features name it (docs/install.md, step 2)")))
     if cfg.gpu_types is not None and managed:
         present = _union(facts.partitions[p] for p in managed)
         absent = [t for t in dict.fromkeys(cfg.gpu_types) if t not in present]

@@ -43,8 +43,9 @@ def weights_note(report: FairnessReport) -> str:
     return note
 
 
-def usage_table(report: FairnessReport) -> str:
-    """GPU-hours by type per account and per user; jobs, pending now, never started, mean wait."""
+def usage_table(report: FairnessReport, only_users: Sequence[str] = ()) -> str:
+    """GPU-hours by type per account and per user; jobs, pending now, never started, mean wait.
+    `only_users`: the users --user kept the rows of (the totals are still everyone's)."""
     types = report.gpu_types
     header = ["account/user", "jobs", "pending", "unstarted", *[f"{t} h" for t in types], "GPU h",
               "norm h", "wait"]
@@ -56,7 +57,8 @@ def usage_table(report: FairnessReport) -> str:
                          *[f"{row.gpu_hours.get(t, 0.0):.3f}" for t in types],
                          f"{row.total_gpu_hours:.3f}", f"{row.norm_gpu_hours:.3f}", _wait(row)])
     lines = _table(header, rows)
-    scope = _all_accounts(report)
+    scope = (f"all accounts and users, not only {', '.join(only_users)} and their accounts"
+             if only_users else _all_accounts(report))
     total = f"total of {scope}:" if scope else "total"
     lines += ["", "pending: PENDING now; unstarted: ended (cancelled, failed...) without running",
               f"{total} {report.total_gpu_hours:.3f} GPU-hours, "

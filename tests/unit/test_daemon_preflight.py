@@ -22,6 +22,7 @@ from slurm_hase.daemon.preflight import (
     run_preflight,
 )
 from slurm_hase.errors import SlurmUnavailableError
+from slurm_hase.slurm.tres import node_gres_counts
 from slurm_hase.slurm.types import Node, Partition
 
 # the local test cluster's shape: gpu has every type, debug only t4, cpu no GPUs
@@ -68,6 +69,24 @@ def test_partition_without_gpu_nodes_is_a_warning() -> None:
     problems = check_config(DaemonConfig(partitions=("cpu", "login")), facts)
     assert _messages(problems) == [(False, (
         "[schedd] partitions: cpu, login have no GPU nodes; the daemon steers nothing there"))]
+
+
+def test_a_partition_whose_gpus_have_no_type_is_not_called_gpu_less() -> None:
+    """A site that has not typed its GRES yet (install.md step 2): `Gres=gpu:4` nodes have
+    GPUs, which the daemon cannot steer. The warning said the partition has no GPU nodes."""
+    gpus, mps = node_gres_counts("gpu:4,mps:400")  # scontrol show node's Gres= of such a node
+    nodes = [Node(name="g1", state="IDLE", partitions=("gpu",), gpus=gpus, mps_total=mps),
+             Node(name="c1", state="IDLE", partitions=("cpu",))]
+    facts = cluster_facts(nodes, [Partition("gpu", ("g1",)), Partition("cpu", ("c1",))])
+    problems = check_config(DaemonConfig(partitions=("gpu", "cpu")), facts)
+    assert _messages(problems) == [
+        (False, "[schedd] partitions: cpu has no GPU nodes; the daemon steers nothing there"),
+        (False, "[schedd] partitions: the GPUs of gpu have no type (Gres=gpu:N, not "
+                "gpu:TYPE:N); the daemon steers nothing there until the nodes' Gres and "
+                "Features name it (docs/install.md, step 2)")]
+    # one typed node is enough for the daemon to steer jobs there: no warning
+    typed = cluster_facts([*nodes, gpu_node("a1", "a100")], [Partition("gpu", ("g1", "a1"))])
+    assert check_config(DaemonConfig(partitions=("gpu",)), typed) == []
 
 
 def test_gpu_types_without_nodes_in_the_managed_partitions() -> None:
@@ -204,4 +223,5 @@ def test_run_with_slurm_away_is_not_refused_by_the_preflight(
     backend.unavailable = True
     code, _, err = _run(tmp_path, 'partitions = ["gpux"]\n', backend, monkeypatch, capsys)
     assert code == 1  # the loop's own failure, not a config refusal
-    assert err == "hase: error: slurm unavailable; no cycle completed\n"
+    assert err == ("hase: error: no cycle completed: squeue... exited 1: Unable to contact slurm "
+                   "controller (connect failure)\n")
