@@ -165,13 +165,6 @@ def from_mapping(
     out.update(_policy(data.get("policy", {}), check_policy))
     out["shares"] = {str(k): _num("shares", str(k), v, 0.0) for k, v in
                      dict(data.get("shares", {})).items()}
-    zero = sorted(k for k, v in out["shares"].items() if v == 0.0)
-    if zero and out["policy"] == "fair":
-        # the fair policy's split of the GPUs (water_fill) divides by the shares of the accounts
-        # still wanting GPUs: an account of share 0 with jobs stopped every cycle with a traceback
-        raise ConfigError(f"[shares] {', '.join(zero)}: a share of 0 is not supported by the "
-                          "fair policy; give a small positive share (e.g. 0.01) to an account "
-                          "that should get GPUs mostly when the others leave them")
     return DaemonConfig(**out)
 
 

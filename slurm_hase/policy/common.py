@@ -265,12 +265,16 @@ def _longest_nondecreasing(cand: Sequence[tuple[int, int]]) -> list[int]:
 
 def water_fill(capacity: float, weights: Mapping[str, float],
                demand: Mapping[str, float]) -> dict[str, float]:
-    """Weighted max-min fair split of `capacity`, nobody above its demand (weights default 1)."""
+    """Weighted max-min fair split of `capacity`, nobody above its demand (weights default 1).
+    An account of weight 0 (Slurm's Fairshare=0) is entitled to nothing: what the others leave
+    stays unsplit."""
     out = dict.fromkeys(demand, 0.0)
     left = dict(demand)
     cap = capacity
     while left and cap > 1e-12:
         tot_w = sum(weights.get(a, 1.0) for a in left)
+        if tot_w <= 0:
+            break  # only accounts of weight 0 still want GPUs
         unit = cap / tot_w
         sated = [a for a, d in left.items() if d - out[a] <= unit * weights.get(a, 1.0)]
         if not sated:

@@ -19,6 +19,13 @@ from slurm_hase.sim.simcluster import SimJob
 from slurm_hase.sim.traces import TraceJob
 
 
+def test_water_fill_gives_a_zero_weight_nothing() -> None:
+    """Slurm's Fairshare=0: entitled to nothing, and no division by the zero left over."""
+    assert water_fill(10.0, {"a": 1.0, "b": 0.0}, {"a": 4.0, "b": 8.0}) == {"a": 4.0, "b": 0.0}
+    assert water_fill(10.0, {"b": 0.0}, {"b": 8.0}) == {"b": 0.0}
+    assert water_fill(10.0, {"a": 1.0, "b": 0.0}, {"a": 20.0, "b": 8.0}) == {"a": 10.0, "b": 0.0}
+
+
 def test_water_fill_caps_demand_and_splits_rest_by_weight() -> None:
     out = water_fill(10.0, {"a": 1.0, "b": 1.0, "c": 2.0}, {"a": 1.0, "b": 10.0, "c": 10.0})
     assert out["a"] == pytest.approx(1.0)
