@@ -1,4 +1,5 @@
-"""`hase cluster env`: prints SLURM_CONF only for a cluster that is there."""
+"""`hase cluster env`: prints SLURM_CONF only for a cluster that is there; `down` of a folder
+that is not there makes nothing."""
 
 from __future__ import annotations
 
@@ -73,3 +74,12 @@ def test_up_timeout_from_the_environment(tmp_path: Path, monkeypatch: pytest.Mon
     assert seen == [300.0, 45.0, 90.0]
     bad = CliRunner().invoke(cli, args, env={"HASE_CLUSTER_TIMEOUT": "soon"})
     assert bad.exit_code == 2 and "HASE_CLUSTER_TIMEOUT" in bad.output
+
+
+def test_down_of_a_mistyped_dir_makes_nothing(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """It created the folder and a cluster.lock in it, leaving a stray cluster folder behind."""
+    root = tmp_path / "typo"
+    code, out, _ = _main(["cluster", "down", "--dir", str(root)], capsys)
+    assert (code, out) == (0, "cluster was not running\n")
+    assert not root.exists()

@@ -358,7 +358,10 @@ class LocalCluster:
 
     # ---- down ----------------------------------------------------------------------------
     def down(self, progress: Progress = lambda _: None) -> list[str]:
-        """Stop exactly the processes this cluster started. Returns their names."""
+        """Stop exactly the processes this cluster started. Returns their names (none, and
+        nothing made, for a folder that does not exist: a mistyped --dir)."""
+        if not self.paths.root.is_dir():
+            return []
         with exclusive(self.paths.lock_file):
             return self._down(progress)
 
