@@ -148,7 +148,7 @@ _JOB_KEYS = ("JobId", "JobName", "UserId", "Priority", "Nice", "Account", "JobSt
 def _job(rec: dict[str, str]) -> Job:
     what = "scontrol show job"
     _need(rec, _JOB_KEYS, what)
-    state = JobState.parse(rec["JobState"])
+    state = JobState.parse_live(rec["JobState"])
     priority = _int(rec["Priority"], what)
     why = "" if rec["Reason"] == "None" else rec["Reason"]
     tpj, tpn = _val(rec, "TresPerJob"), _val(rec, "TresPerNode")
