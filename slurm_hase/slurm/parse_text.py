@@ -5,7 +5,8 @@
 Slurm ends every record with a newline, so a last line without one was cut mid-record (a killed
 or truncated read): it raises SlurmParseError rather than yield a half-parsed record.
 Limitation: ``scontrol -o`` does not quote values, so a Comment containing `` Key=`` (a space,
-then a capitalised word and ``=``) is cut there.
+then a capitalised word and ``=``) is cut there. A newline inside a value (a job's name or
+comment) splits a one-line record; the lines after it are joined back to it.
 """
 
 from __future__ import annotations
@@ -118,14 +119,27 @@ def complete_lines(raw: str, what: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
+def _record_lines(raw: str, first_key: str, what: str) -> list[str]:
+    """The one-line records of ``scontrol -o``. A value holding a newline (a job's name or
+    comment: sbatch takes both) splits its record: a line that does not start with
+    `first_key`= after a record continues it, and is joined back with its newline."""
+    records: list[str] = []
+    for line in complete_lines(raw, what):
+        if line.startswith(f"{first_key}="):
+            records.append(line)
+        elif records:
+            records[-1] += "\n" + line
+        elif line.strip() and not line.startswith("No jobs in the system"):
+            raise SlurmParseError(what, f"line does not start with {first_key}=: {line[:60]!r}")
+    return records
+
+
 def _records(raw: str, first_key: str, what: str) -> list[dict[str, str]]:
     recs: list[dict[str, str]] = []
-    for line in complete_lines(raw, what):
-        if not line.strip() or line.startswith("No jobs in the system"):
-            continue
+    for line in _record_lines(raw, first_key, what):
         rec = parse_kv_line(line)
-        if not line.startswith(f"{first_key}=") or not rec.get(first_key):
-            raise SlurmParseError(what, f"line does not start with {first_key}=: {line[:60]!r}")
+        if not rec.get(first_key):
+            raise SlurmParseError(what, f"record without a {first_key}: {line[:60]!r}")
         recs.append(rec)
     return recs
 
