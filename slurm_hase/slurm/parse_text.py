@@ -61,14 +61,20 @@ def parse_local_time(value: str) -> int | None:
 
 
 def parse_duration(value: str) -> int | None:
-    """``[D-]HH:MM:SS`` / ``MM:SS`` / ``MM`` -> seconds; UNLIMITED/INFINITE/NONE -> None."""
+    """Slurm's time forms (sbatch(1), --time) -> seconds: ``MM``, ``MM:SS``, ``HH:MM:SS``,
+    ``D-HH``, ``D-HH:MM``, ``D-HH:MM:SS``; UNLIMITED/INFINITE/NONE -> None."""
     v = value.strip()
     if v.upper() in ("UNLIMITED", "INFINITE", "NONE", "N/A", "", "PARTITION_LIMIT"):
         return None
-    days = 0
     if "-" in v:
         d, _, v = v.partition("-")
         days = _int(d, "duration")
+        parts = [_int(p, "duration") for p in v.split(":")]
+        if len(parts) > 3:
+            raise SlurmParseError("duration", f"bad duration {value!r}")
+        # after days, the fields are hours[:minutes[:seconds]]
+        hours, minutes, seconds = (parts + [0, 0])[:3]
+        return days * 86400 + hours * 3600 + minutes * 60 + seconds
     parts = [_int(p, "duration") for p in v.split(":")]
     if len(parts) == 3:
         secs = parts[0] * 3600 + parts[1] * 60 + parts[2]
@@ -78,7 +84,7 @@ def parse_duration(value: str) -> int | None:
         secs = parts[0] * 60
     else:
         raise SlurmParseError("duration", f"bad duration {value!r}")
-    return days * 86400 + secs
+    return secs
 
 
 def _int(value: str, what: str) -> int:
