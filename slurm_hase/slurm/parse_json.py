@@ -150,7 +150,7 @@ def _array_ids(rec: dict[str, Any]) -> tuple[str | None, str | None]:
 
 def _job(rec: dict[str, Any]) -> Job:
     state_list = states(rec["job_state"])
-    state = JobState.parse(state_list[0] if state_list else "")
+    state = JobState.parse_live(state_list[0] if state_list else "")
     priority = num(rec.get("priority")) or 0
     why = reason(rec.get("state_reason"))
     tpj, tpn = text(rec.get("tres_per_job")), text(rec.get("tres_per_node"))

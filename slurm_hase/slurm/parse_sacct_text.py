@@ -3,7 +3,8 @@
 With the default ``|`` delimiter a Constraints value such as ``a100|v100`` adds fields; surplus
 fields are joined back into Constraints (or the last column if Constraints is not shown). Use
 commands.SACCT_DELIMITER to avoid the ambiguity altogether. A last line without its newline was
-cut mid-record and raises SlurmParseError (its field count alone cannot tell).
+cut mid-record and raises SlurmParseError (its field count alone cannot tell). A newline inside
+a value (sacct prints it as it is) splits a record over lines, joined back here by field count.
 
 With ``-D`` (commands.sacct_parsable asks for it) a requeued job is one line per run, all with
 the same JobID: the earlier runs in state REQUEUED, each run with its own Submit (the requeue
@@ -16,6 +17,8 @@ shares, which leave out root and accounts whose fairshare is ``parent``).
 
 from __future__ import annotations
 
+import re
+
 from slurm_hase.errors import SlurmParseError
 from slurm_hase.slurm.parse_text import complete_lines, parse_local_time
 from slurm_hase.slurm.tres import gpus_from_tres, parse_tres_list
@@ -23,6 +26,7 @@ from slurm_hase.slurm.types import AccountingRecord, JobState
 
 WHAT = "sacct -P"
 REQUIRED = ("JobID", "JobName", "Account", "User", "State")
+_JOB_ID = re.compile(r"\d+[\w.+\[\]%,-]*")
 
 
 def _row(fields: list[str], header: list[str], delimiter: str) -> dict[str, str]:
@@ -69,16 +73,41 @@ def _record(row: dict[str, str]) -> AccountingRecord:
     )
 
 
+def _starts_record(line: str, delimiter: str) -> bool:
+    """Whether `line` opens a record: a job id (123, 123_4, 123_[1-5%2], 123+0, 123.batch)
+    and the delimiter."""
+    head, sep, _ = line.partition(delimiter)
+    return bool(sep) and _JOB_ID.fullmatch(head) is not None
+
+
+def _rows(lines: list[str], width: int, delimiter: str, by_job_id: bool) -> list[str]:
+    """The records among `lines`. sacct prints a newline inside a value (a job's name or
+    comment: sbatch takes both) as it is, which splits the record over lines: a line continues
+    the record before it while that is short of fields, or (`by_job_id`: JobID is the first
+    column) when it does not open a record with a job id; it is joined back with its newline."""
+    rows: list[str] = []
+    for line in lines:
+        if rows and (rows[-1].count(delimiter) + 1 < width
+                     or (by_job_id and not _starts_record(line, delimiter))):
+            rows[-1] += "\n" + line
+        elif line.strip():
+            rows.append(line)
+    return rows
+
+
 def parse_sacct_parsable(raw: str, delimiter: str = "|") -> list[AccountingRecord]:
     """``sacct -P`` output whose first line is the header -> records."""
-    lines = [ln for ln in complete_lines(raw, WHAT) if ln.strip()]
+    lines = complete_lines(raw, WHAT)
+    while lines and not lines[0].strip():
+        lines.pop(0)
     if not lines:
         return []
     header = lines[0].split(delimiter)
     missing = [k for k in REQUIRED if k not in header]
     if missing:
         raise SlurmParseError(WHAT, f"header lacks {missing}: {lines[0][:80]!r}")
-    return [_record(_row(ln.split(delimiter), header, delimiter)) for ln in lines[1:]]
+    rows = _rows(lines[1:], len(header), delimiter, by_job_id=header[0] == "JobID")
+    return [_record(_row(row.split(delimiter), header, delimiter)) for row in rows]
 
 
 def parse_sacctmgr_accounts(raw: str) -> set[str]:

@@ -5,7 +5,8 @@
 Slurm ends every record with a newline, so a last line without one was cut mid-record (a killed
 or truncated read): it raises SlurmParseError rather than yield a half-parsed record.
 Limitation: ``scontrol -o`` does not quote values, so a Comment containing `` Key=`` (a space,
-then a capitalised word and ``=``) is cut there.
+then a capitalised word and ``=``) is cut there. A newline inside a value (a job's name or
+comment) splits a one-line record; the lines after it are joined back to it.
 """
 
 from __future__ import annotations
@@ -60,14 +61,20 @@ def parse_local_time(value: str) -> int | None:
 
 
 def parse_duration(value: str) -> int | None:
-    """``[D-]HH:MM:SS`` / ``MM:SS`` / ``MM`` -> seconds; UNLIMITED/INFINITE/NONE -> None."""
+    """Slurm's time forms (sbatch(1), --time) -> seconds: ``MM``, ``MM:SS``, ``HH:MM:SS``,
+    ``D-HH``, ``D-HH:MM``, ``D-HH:MM:SS``; UNLIMITED/INFINITE/NONE -> None."""
     v = value.strip()
     if v.upper() in ("UNLIMITED", "INFINITE", "NONE", "N/A", "", "PARTITION_LIMIT"):
         return None
-    days = 0
     if "-" in v:
         d, _, v = v.partition("-")
         days = _int(d, "duration")
+        parts = [_int(p, "duration") for p in v.split(":")]
+        if len(parts) > 3:
+            raise SlurmParseError("duration", f"bad duration {value!r}")
+        # after days, the fields are hours[:minutes[:seconds]]
+        hours, minutes, seconds = (parts + [0, 0])[:3]
+        return days * 86400 + hours * 3600 + minutes * 60 + seconds
     parts = [_int(p, "duration") for p in v.split(":")]
     if len(parts) == 3:
         secs = parts[0] * 3600 + parts[1] * 60 + parts[2]
@@ -77,7 +84,7 @@ def parse_duration(value: str) -> int | None:
         secs = parts[0] * 60
     else:
         raise SlurmParseError("duration", f"bad duration {value!r}")
-    return days * 86400 + secs
+    return secs
 
 
 def _int(value: str, what: str) -> int:
@@ -118,14 +125,27 @@ def complete_lines(raw: str, what: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
+def _record_lines(raw: str, first_key: str, what: str) -> list[str]:
+    """The one-line records of ``scontrol -o``. A value holding a newline (a job's name or
+    comment: sbatch takes both) splits its record: a line that does not start with
+    `first_key`= after a record continues it, and is joined back with its newline."""
+    records: list[str] = []
+    for line in complete_lines(raw, what):
+        if line.startswith(f"{first_key}="):
+            records.append(line)
+        elif records:
+            records[-1] += "\n" + line
+        elif line.strip() and not line.startswith("No jobs in the system"):
+            raise SlurmParseError(what, f"line does not start with {first_key}=: {line[:60]!r}")
+    return records
+
+
 def _records(raw: str, first_key: str, what: str) -> list[dict[str, str]]:
     recs: list[dict[str, str]] = []
-    for line in complete_lines(raw, what):
-        if not line.strip() or line.startswith("No jobs in the system"):
-            continue
+    for line in _record_lines(raw, first_key, what):
         rec = parse_kv_line(line)
-        if not line.startswith(f"{first_key}=") or not rec.get(first_key):
-            raise SlurmParseError(what, f"line does not start with {first_key}=: {line[:60]!r}")
+        if not rec.get(first_key):
+            raise SlurmParseError(what, f"record without a {first_key}: {line[:60]!r}")
         recs.append(rec)
     return recs
 
@@ -148,7 +168,7 @@ _JOB_KEYS = ("JobId", "JobName", "UserId", "Priority", "Nice", "Account", "JobSt
 def _job(rec: dict[str, str]) -> Job:
     what = "scontrol show job"
     _need(rec, _JOB_KEYS, what)
-    state = JobState.parse(rec["JobState"])
+    state = JobState.parse_live(rec["JobState"])
     priority = _int(rec["Priority"], what)
     why = "" if rec["Reason"] == "None" else rec["Reason"]
     tpj, tpn = _val(rec, "TresPerJob"), _val(rec, "TresPerNode")

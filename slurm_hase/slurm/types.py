@@ -34,6 +34,26 @@ class JobState(StrEnum):
         except ValueError:
             return cls.OTHER
 
+    @classmethod
+    def parse_live(cls, text: str) -> JobState:
+        """A live job's state as squeue/scontrol print it. Slurm's job_state_string names a set
+        flag instead of the base state (scontrol's JobState=, 22.05's squeue --json): a running
+        job whose nodes boot is CONFIGURING, a held requeued one REQUEUE_HOLD (squeue(1), JOB
+        STATE CODES). The flags that imply one base state are read as that state."""
+        head = text.strip().split(" ")[0].upper() if text else ""
+        return _LIVE_FLAG_BASE.get(head) or cls.parse(head)
+
+
+# job_state_string's flag names whose base state is known: CONFIGURING, RESIZING and STOPPED are
+# set on a job with an allocation (RUNNING); REQUEUE_HOLD, SPECIAL_EXIT, RESV_DEL_HOLD and
+# REQUEUE_FED on a job back in the queue (PENDING). COMPLETING and REQUEUED have their own
+# member; SIGNALING, STAGE_OUT and REVOKED stay OTHER (no one base state).
+_LIVE_FLAG_BASE = {
+    "CONFIGURING": JobState.RUNNING, "RESIZING": JobState.RUNNING, "STOPPED": JobState.RUNNING,
+    "REQUEUE_HOLD": JobState.PENDING, "SPECIAL_EXIT": JobState.PENDING,
+    "RESV_DEL_HOLD": JobState.PENDING, "REQUEUE_FED": JobState.PENDING,
+}
+
 
 @dataclass(frozen=True, slots=True)
 class GpuRequest:

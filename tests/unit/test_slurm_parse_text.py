@@ -72,11 +72,22 @@ def test_duration(text: str, secs: int | None) -> None:
     assert parse_duration(text) == secs
 
 
+@pytest.mark.parametrize(("text", "secs"), [("1-02", 86400 + 2 * 3600),
+                                            ("1-02:03", 86400 + 2 * 3600 + 3 * 60),
+                                            ("0-05", 5 * 3600)])
+def test_duration_days_then_hours(text: str, secs: int) -> None:
+    """sbatch(1) --time: "days-hours" and "days-hours:minutes" (after days come hours, not the
+    minutes of "MM" or "MM:SS")."""
+    assert parse_duration(text) == secs
+
+
 def test_duration_rejects_garbage() -> None:
     with pytest.raises(SlurmParseError):
         parse_duration("1:2:3:4")
     with pytest.raises(SlurmParseError):
         parse_duration("ten")
+    with pytest.raises(SlurmParseError):
+        parse_duration("1-02:03:04:05")
 
 
 def test_hostlist() -> None:
