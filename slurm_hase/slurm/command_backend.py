@@ -95,6 +95,19 @@ class CommandBackend:
         self._version_text = f"{version[0]}.{version[1]:02d}" if version else None
         self._cluster_name: str | None = None
         self._cluster_known = False
+        # job id -> Job.address of the array tasks the last jobs()/job() saw: the commands that
+        # act on one job name an array task as ARRAY_TASK, never by a bare id naming them all
+        self._addresses: dict[str, str] = {}
+
+    def _address(self, job_id: str) -> str:
+        return self._addresses.get(job_id, job_id)
+
+    def _remember(self, jobs: Sequence[Job], *, replace: bool) -> None:
+        found = {j.job_id: j.address for j in jobs if j.address != j.job_id}
+        if replace:
+            self._addresses = found
+        else:
+            self._addresses.update(found)
 
     def _run(self, argv: Sequence[str], *, stdin: str | None = None,
              job_id: str | None = None) -> str:
@@ -131,14 +144,20 @@ class CommandBackend:
 
     def jobs(self) -> list[Job]:
         """Pending and running jobs."""
-        return live_jobs(parse_squeue_json(self._run_json(commands.squeue_json())))
+        jobs = live_jobs(parse_squeue_json(self._run_json(commands.squeue_json())))
+        self._remember(jobs, replace=True)
+        return jobs
 
     def job(self, job_id: str) -> Job:
         """One job from ``scontrol show job``; JobNotFoundError if slurmctld forgot it."""
-        found = parse_scontrol_jobs(self._run(commands.show_jobs(job_id), job_id=job_id))
-        if not found:
+        found = parse_scontrol_jobs(self._run(commands.show_jobs(self._address(job_id)),
+                                              job_id=job_id))
+        # a bare array id lists every task of the array: the one asked for has that JobId
+        job = next((j for j in found if j.job_id == job_id), None)
+        if job is None:
             raise JobNotFoundError(job_id)
-        return found[0]
+        self._remember([job], replace=False)
+        return job
 
     def nodes(self) -> list[Node]:
         return parse_scontrol_nodes(self._run(commands.show_nodes()))
@@ -213,16 +232,16 @@ class CommandBackend:
         """scontrol update; an empty update runs nothing."""
         if update.is_empty():
             return
-        self._run(commands.update_job(job_id, update), job_id=job_id)
+        self._run(commands.update_job(self._address(job_id), update), job_id=job_id)
 
     def hold(self, job_id: str) -> None:
-        self._run(commands.hold(job_id), job_id=job_id)
+        self._run(commands.hold(self._address(job_id)), job_id=job_id)
 
     def release(self, job_id: str) -> None:
-        self._run(commands.release(job_id), job_id=job_id)
+        self._run(commands.release(self._address(job_id)), job_id=job_id)
 
     def requeue(self, job_id: str) -> None:
-        self._run(commands.requeue(job_id), job_id=job_id)
+        self._run(commands.requeue(self._address(job_id)), job_id=job_id)
 
     def cancel(self, job_id: str) -> None:
-        self._run(commands.cancel(job_id), job_id=job_id)
+        self._run(commands.cancel(self._address(job_id)), job_id=job_id)

@@ -103,6 +103,16 @@ class Job:
     def pending(self) -> bool:
         return self.state is JobState.PENDING
 
+    @property
+    def address(self) -> str:
+        """The id that names this one job to scontrol/scancel: ARRAY_TASK for an array task
+        (the task that started last has the array's own id as JobId, and that bare id names
+        every task of the array: ``scontrol requeue 1963`` requeued them all), else JobId."""
+        task = self.array_task_id
+        if self.array_job_id and task and task.isdigit():
+            return f"{self.array_job_id}_{task}"
+        return self.job_id
+
 
 # Node states and flags that make a node unusable for new work.
 _UNUSABLE = frozenset({"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "INVAL", "NOT_RESPONDING",
