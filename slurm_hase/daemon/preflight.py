@@ -33,6 +33,8 @@ class ClusterFacts:
     accounts: frozenset[str] | None = None
     # partitions with a node whose GPUs have no type (Gres=gpu:4): GPUs the daemon cannot steer
     untyped: frozenset[str] = frozenset()
+    # GPU nodes whose CfgTRES has no gres/gpu: Slurm never reports their GPUs in use
+    untracked: tuple[str, ...] = ()
 
     @property
     def gpu_types(self) -> frozenset[str]:
@@ -66,7 +68,8 @@ def cluster_facts(nodes: Sequence[Node], partitions: Sequence[Partition],
         if node.gpus.get("", 0) > 0:
             untyped |= parts
     return ClusterFacts({p: frozenset(t) for p, t in types.items()},
-                        None if accounts is None else frozenset(accounts), frozenset(untyped))
+                        None if accounts is None else frozenset(accounts), frozenset(untyped),
+                        tuple(sorted(n.name for n in nodes if n.gpus_untracked)))
 
 
 def _union(sets: Iterable[frozenset[str]]) -> frozenset[str]:
@@ -83,13 +86,21 @@ def _names(items: Iterable[str]) -> str:
 def check_config(cfg: DaemonConfig, facts: ClusterFacts) -> list[Problem]:
     """Problems of `cfg` on the cluster `facts` describes, fatal ones first.
 
-    Fatal: none of the configured partitions exists. Warnings: some configured partitions
+    Fatal: none of the configured partitions exists; GPU nodes whose GPUs Slurm does not count
+    as TRES (their use would read as nothing). Warnings: some configured partitions
     do not exist; configured partitions without GPU nodes, or whose GPUs have no type (so
     nothing there can be steered); configured gpu_types with no
     nodes in the managed partitions; shares for accounts Slurm does not report.
     """
     fatal: list[Problem] = []
     warn: list[Problem] = []
+    if facts.untracked:
+        shown = ", ".join(facts.untracked[:3]) + (", ..." if len(facts.untracked) > 3 else "")
+        fatal.append(Problem(True, (
+            f"Slurm does not count GPUs as TRES: node {shown} has GPUs in Gres but no gres/gpu "
+            "in CfgTRES, so its AllocTRES never shows a GPU in use and the daemon would take "
+            "every GPU for free; add gres/gpu (and gres/gpu:TYPE for each type, gres/mps) to "
+            "AccountingStorageTRES in slurm.conf and restart slurmctld (docs/install.md)")))
     managed = set(facts.partitions)
     if cfg.partitions is not None:
         wanted = list(dict.fromkeys(cfg.partitions))

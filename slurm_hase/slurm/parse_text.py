@@ -233,6 +233,8 @@ def _node(rec: dict[str, str]) -> Node:
         mps_alloc=mps_from_tres(rec["AllocTRES"]),
         cpus=_int(rec["CPUTot"], what),
         cpus_alloc=_int(rec["CPUAlloc"], what),
+        gpus_untracked=(sum(gpus.values()) > 0 and "CfgTRES" in rec
+                        and "gres/gpu" not in rec["CfgTRES"]),
     )
 
 

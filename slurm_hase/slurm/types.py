@@ -134,6 +134,9 @@ class Node:
     mps_alloc: int = 0
     cpus: int = 0
     cpus_alloc: int = 0
+    # its Gres has GPUs but its CfgTRES none: AccountingStorageTRES lacks gres/gpu, and then
+    # AllocTRES never shows its GPUs in use (gpus_alloc reads 0 however busy it is)
+    gpus_untracked: bool = False
 
     @property
     def usable(self) -> bool:

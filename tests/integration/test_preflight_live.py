@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from slurm_hase.slurm.command_backend import CommandBackend
+
 pytestmark = pytest.mark.slurm
 
 
@@ -60,3 +62,11 @@ def test_shares_are_checked_against_sacctmgrs_account_list(tmp_path: Path,
     assert len(warnings) == 1, res.stderr
     assert warnings[0].startswith("hase: warning: [shares] teamz: not an account in Slurm's "
                                   "associations (accounts: root, teama, teamb"), res.stderr
+
+
+def test_the_local_clusters_gpus_are_counted_as_tres(slurm_backend: CommandBackend) -> None:
+    """Its slurm.conf tracks gres/gpu, so no node trips the preflight's TRES check, and a node
+    a cluster without it could not show a GPU in use."""
+    nodes = slurm_backend.nodes()
+    assert [n.name for n in nodes if sum(n.gpus.values()) > 0]
+    assert not [n.name for n in nodes if n.gpus_untracked]
