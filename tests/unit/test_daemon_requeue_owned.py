@@ -1,0 +1,107 @@
+"""Rotation through the daemon loop and its state store: what the daemon set on a job while it
+waited is still its own when the job runs and is requeued (by rotation, or by Slurm)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from slurm_hase.daemon.cycle import CycleConfig
+from slurm_hase.daemon.fake import FakeBackend, gpu_node
+from slurm_hase.daemon.loop import Daemon, LoopSettings
+from slurm_hase.policy.types import ClusterState, Decision
+from slurm_hase.slurm.types import Job, JobState, JobUpdate
+from slurm_hase.store.state import StateStore
+from tests.unit.test_daemon_requeue import Est, running
+
+CONFIG = CycleConfig(requeue=True, refresh_s=0, nice_zero=100_000)
+
+
+class Clock:
+    """A clock the test moves."""
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def now(self) -> float:
+        return self.t
+
+
+class Told:
+    """Decides what the test tells it to, each cycle."""
+
+    name = "told"
+    summary = "scripted decisions"
+
+    def __init__(self) -> None:
+        self.decisions: list[Decision] = []
+
+    def decide(self, state: ClusterState) -> list[Decision]:
+        return list(self.decisions)
+
+
+def _pending(job: Job) -> Job:
+    return replace(job, state=JobState.PENDING, alloc_gpus={}, start_time=None)
+
+
+def _daemon(fb: FakeBackend, store: StateStore, policy: Told, clock: Clock) -> Daemon:
+    return Daemon(fb, policy, Est(), clock, store, CONFIG, LoopSettings(), shares={"a": 1.0})
+
+
+def test_a_job_ordered_then_started_gets_the_rotations_nice_and_type_when_requeued(
+        tmp_path: Path) -> None:
+    """The daemon forgot its Nice/Features as soon as a job started; when rotation then
+    requeued the job, its old front-of-queue Nice and the type it had just given up read as
+    the user's ("nice -99990 set by the user; left alone"), so Slurm could restart it at once
+    on the GPUs it gave up, and no later cycle ever ordered it again. The store must remember
+    them across a daemon restart too."""
+    fb = FakeBackend([_pending(running("1")), running("2")],
+                     [gpu_node("v1", "v100", alloc=1), gpu_node("a1", "a100")])
+    store = StateStore(tmp_path / "s.db")
+    policy, clock = Told(), Clock(10_000.0)
+    daemon = _daemon(fb, store, policy, clock)
+    policy.decisions = [Decision("1", nice=10, gpu_types=("v100",))]
+    daemon.step()
+    assert fb.job_list[0].nice == -99_990 and fb.job_list[0].features == "v100"
+
+    fb.job_list[0] = replace(fb.job_list[0], state=JobState.RUNNING, alloc_gpus={"v100": 1},
+                             start_time=10_000)
+    clock.t, policy.decisions = 20_000.0, []
+    daemon.step()
+    restarted = _daemon(fb, store, policy, clock)  # a restart while the job runs
+
+    clock.t = 30_000.0
+    policy.decisions = [Decision("1", requeue=True, nice=90_000, gpu_types=("a100",))]
+    restarted.step()
+    result = restarted.last_result
+    assert result is not None and result.requeued == ["1"]
+    assert result.applied == [("1", JobUpdate(nice=-10_000, features="a100"))]
+    assert not [why for jid, why in result.skipped if jid == "1"]
+    job = fb.job_list[0]
+    assert (job.state, job.nice, job.features) == (JobState.PENDING, -10_000, "a100")
+    assert store.owned()["1"] == (-10_000, "a100")
+
+
+def test_a_job_slurm_requeued_itself_is_ordered_again(tmp_path: Path) -> None:
+    """A job Slurm requeues (a node failure) comes back with the daemon's Nice: the next
+    cycle that orders it must not take that Nice for the user's."""
+    fb = FakeBackend([_pending(running("1"))], [gpu_node("v1", "v100")])
+    store = StateStore(tmp_path / "s.db")
+    policy, clock = Told(), Clock(10_000.0)
+    daemon = _daemon(fb, store, policy, clock)
+    policy.decisions = [Decision("1", nice=10)]
+    daemon.step()
+    fb.job_list[0] = replace(fb.job_list[0], state=JobState.RUNNING, alloc_gpus={"v100": 1},
+                             start_time=10_000)
+    clock.t, policy.decisions = 20_000.0, []
+    daemon.step()
+    fb.requeue("1")  # Slurm's own requeue, not the daemon's
+    clock.t, policy.decisions = 30_000.0, [Decision("1", nice=500)]
+    daemon.step()
+    assert fb.job_list[0].nice == -99_500
+    assert daemon.last_result is not None and daemon.last_result.skipped == []
+    # once the job has left squeue its record goes
+    fb.job_list.clear()
+    clock.t, policy.decisions = 40_000.0, []
+    daemon.step()
+    assert store.owned() == {}
