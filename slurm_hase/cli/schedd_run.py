@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from slurm_hase.daemon.loop import Daemon
     from slurm_hase.daemon.metrics import Metrics
     from slurm_hase.slurm.backend import SlurmBackend
+    from slurm_hase.slurm.types import JobUpdate
 
 
 def build_daemon(cfg: DaemonConfig, backend: SlurmBackend, clock: Clock, metrics: Metrics
@@ -56,17 +57,29 @@ def build_daemon(cfg: DaemonConfig, backend: SlurmBackend, clock: Clock, metrics
 
 
 def cycle_lines(res: CycleResult, policy_name: str, dry_run: bool) -> list[str]:
-    """What `run --once` or `--dry-run` prints of a cycle: each update as the scontrol command
-    it ran (or would run), each skipped job, and a summary line."""
+    """What `run --once` or `--dry-run` prints of a cycle: each update and requeue as the
+    scontrol command it ran (or would run), each skipped job, and a summary line."""
     from slurm_hase.slurm import commands
 
-    verb, done = ("would run", res.planned) if dry_run else ("ran", res.applied)
+    requeues: list[tuple[str, JobUpdate | None]]
+    if dry_run:
+        verb, done, requeues = "would run", res.planned, res.planned_requeues
+    else:
+        # a requeued job was running: an update applied to it is the one set right after
+        after = dict(res.applied)
+        verb, requeues = "ran", [(job_id, after.get(job_id)) for job_id in res.requeued]
+        done = [(job_id, upd) for job_id, upd in res.applied if job_id not in res.requeued]
     lines = [f"{verb}: " + shlex.join(commands.update_job(job_id, upd)) for job_id, upd in done]
+    for job_id, upd in requeues:
+        lines.append(f"{verb}: " + shlex.join(commands.requeue(job_id)))
+        if upd is not None:
+            lines.append(f"{verb}: " + shlex.join(commands.update_job(job_id, upd)))
     lines += [f"# job {job_id}: {why}" for job_id, why in res.skipped]
     seen = len(res.pending_ids)
     jobs = (f"{res.pending} pending jobs" if res.pending == seen else
             f"{res.pending} of {seen} pending jobs (the others are held or have no runtime "
             "estimate)")
-    lines.append(f"# policy {policy_name}: {len(done)} updates for {jobs}, "
+    requeued = f", {len(requeues)} requeues of running jobs" if requeues else ""
+    lines.append(f"# policy {policy_name}: {len(done)} updates for {jobs}{requeued}, "
                  f"{len(res.errors)} errors, {res.duration_s:.2f}s")
     return lines

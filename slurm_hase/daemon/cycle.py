@@ -154,6 +154,9 @@ class CycleResult:
     left_ids: frozenset[str] = frozenset()
     unavailable: bool = False  # slurmctld went away while acting: the caller should back off
     requeued: list[str] = field(default_factory=list)  # running jobs requeued (rotation)
+    # the requeues that passed the daemon's checks (job id, update set right after it): what a
+    # dry run would do, and what a real cycle tried
+    planned_requeues: list[tuple[str, JobUpdate | None]] = field(default_factory=list)
     quiet: bool = False  # nothing changed since the last deciding cycle: nothing was decided
     # wall seconds of each step (perf_counter, whatever the clock): observe, state (records and
     # the ledger), decide (the policy), plan (safe updates and requeues), act (sending them);
@@ -297,6 +300,7 @@ def run_cycle(
         running_ids=frozenset(map(attrgetter("job_id"), state.running)), digests_of=digests,
     )
     requeues = plan_requeues(decisions, jobs, started, config, skipped, owned, capacity)
+    result.planned_requeues = requeues
     marks.append(perf_counter())
     if not config.dry_run:
         _apply(backend, planned, result, owned, config, intend)
