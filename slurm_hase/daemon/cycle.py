@@ -305,7 +305,7 @@ def run_cycle(
     if not config.dry_run:
         _apply(backend, planned, result, owned, config, intend)
         if requeues and not result.unavailable:
-            apply_requeues(backend, requeues, result, owned)
+            apply_requeues(backend, requeues, result, owned, intend)
     if put_back:
         landed = {job_id for job_id, _ in result.applied}
         result.left_ids = frozenset(j for j, _ in put_back if j not in landed)

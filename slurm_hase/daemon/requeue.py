@@ -14,7 +14,7 @@ so Slurm does not restart it where it just was before the next cycle orders the 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -104,9 +104,11 @@ def requeue_one(backend: SlurmBackend, job_id: str) -> tuple[str, str]:
 
 
 def apply_requeues(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate | None]],
-                   result: CycleResult, owned: MutableMapping[str, OwnedAttrs] | None) -> None:
+                   result: CycleResult, owned: MutableMapping[str, OwnedAttrs] | None,
+                   intend: Callable[[Mapping[str, OwnedAttrs]], None] | None = None) -> None:
     """Requeue each job (then update it); record outcomes in `result`; stop once Slurm is
-    unavailable."""
+    unavailable. `intend` gets the `owned` entry of each update before it is sent (the daemon
+    writes it to its store, as for the cycle's other updates)."""
     for job_id, update in planned:
         outcome, msg = requeue_one(backend, job_id)
         if outcome == "applied":
@@ -116,6 +118,8 @@ def apply_requeues(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate
                 # recorded as intended first, as for any update (cycle._apply): an outcome
                 # that is unknown (slurmctld went away) keeps both values as the daemon's
                 before = record_intent(owned, job_id, update) if owned is not None else None
+                if owned is not None and intend is not None:
+                    intend({job_id: owned[job_id]})
                 status, why = apply_one(backend, job_id, update)
                 if status == "applied":
                     result.applied.append((job_id, update))

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from slurm_hase.daemon.cycle import CycleConfig
 from slurm_hase.daemon.fake import FakeBackend, gpu_node
 from slurm_hase.daemon.loop import Daemon, LoopSettings
@@ -105,3 +107,39 @@ def test_a_job_slurm_requeued_itself_is_ordered_again(tmp_path: Path) -> None:
     clock.t, policy.decisions = 40_000.0, []
     daemon.step()
     assert store.owned() == {}
+
+
+class Killed(BaseException):
+    """Stands for SIGKILL: nothing after it runs in the process."""
+
+
+def test_killed_right_after_a_requeue_then_restarted_still_owns_what_it_set(
+        tmp_path: Path) -> None:
+    """The Nice/Features set on a job right after its requeue were written to the store only
+    with the cycle row: a daemon killed before that (here while it updated the next requeued
+    job) came back taking its own values for the user's, and never ordered the job again.
+    Like any other update, they are in the store before the scontrol call."""
+    path = tmp_path / "s.db"
+    fb = FakeBackend([running("1"), running("2")], [gpu_node("v1", "v100"),
+                                                     gpu_node("a1", "a100")])
+    policy, clock = Told(), Clock(30_000.0)
+    policy.decisions = [Decision(j, requeue=True, nice=90_000, gpu_types=("a100",))
+                        for j in ("1", "2")]
+
+    def die_updating_job_2(job_id: str) -> None:
+        if job_id == "2":
+            raise Killed
+
+    fb.before_update = die_updating_job_2
+    store = StateStore(path)
+    with pytest.raises(Killed):
+        _daemon(fb, store, policy, clock).step()
+    store.close()
+    assert fb.requeued == ["1", "2"]
+    assert (fb.job_list[0].nice, fb.job_list[0].features) == (-10_000, "a100")
+
+    fb.before_update = None
+    policy.decisions, clock.t = [Decision("1", nice=500, gpu_types=("a100",))], 40_000.0
+    restarted = _daemon(fb, StateStore(path), policy, clock)
+    restarted.step()
+    assert fb.job_list[0].nice == -99_500, restarted.last_result
