@@ -143,3 +143,36 @@ def test_killed_right_after_a_requeue_then_restarted_still_owns_what_it_set(
     restarted = _daemon(fb, StateStore(path), policy, clock)
     restarted.step()
     assert fb.job_list[0].nice == -99_500, restarted.last_result
+
+
+def test_reset_keeps_a_running_jobs_record_and_a_later_reset_undoes_it_after_a_requeue(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`hase schedd reset` called a running job that carries the daemon's Nice 'gone (no
+    longer pending)' and forgot it: once the job was requeued it came back at the front of
+    the queue with that Nice, which nothing could take off any more."""
+    from click.testing import CliRunner
+
+    from slurm_hase.cli import schedd_cmd
+    from slurm_hase.cli.main import cli
+
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    fb = FakeBackend([_pending(running("1"))], [gpu_node("v1", "v100")])
+    db = tmp_path / "s.db"
+    store = StateStore(db)
+    policy, clock = Told(), Clock(10_000.0)
+    policy.decisions = [Decision("1", nice=10)]
+    _daemon(fb, store, policy, clock).step()
+    store.close()
+    fb.job_list[0] = replace(fb.job_list[0], state=JobState.RUNNING, alloc_gpus={"v100": 1},
+                             start_time=10_000)
+    monkeypatch.setattr(schedd_cmd, "_backend", lambda: fb)
+
+    first = CliRunner().invoke(cli, ["schedd", "reset", "--state-db", str(db)])
+    assert first.exit_code == 0, first.output
+    assert first.output.startswith("1: running (") and "gone" not in first.output
+    assert StateStore(db).owned() == {"1": (-99_990, None)}
+
+    fb.requeue("1")
+    again = CliRunner().invoke(cli, ["schedd", "reset", "--state-db", str(db)])
+    assert again.exit_code == 0, again.output
+    assert fb.job_list[0].nice == 0 and StateStore(db).owned() == {}
