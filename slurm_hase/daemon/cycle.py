@@ -146,9 +146,10 @@ class CycleResult:
     pending: int = 0
     running: int = 0
     pending_ids: frozenset[str] = frozenset()  # every pending job observed (managed partitions)
-    # the running jobs observed (managed partitions, with GPUs): what the daemon set on them
-    # while they waited is still on them, and back in the queue after a requeue
-    running_ids: frozenset[str] = frozenset()
+    # every job observed (managed partitions), running and completing ones too: what the daemon
+    # set on them while they waited is still on them, and back in the queue after a requeue
+    # (22.05 shows a requeued job as COMPLETING until its epilog ends)
+    observed_ids: frozenset[str] = frozenset()
     # pending jobs outside the managed partitions that still carry what the daemon set: their
     # put-back (_left_partitions) did not land this cycle; the caller keeps them as its own
     left_ids: frozenset[str] = frozenset()
@@ -297,7 +298,7 @@ def run_cycle(
         decisions=decisions, applied=[], skipped=skipped, errors=[], started=started,
         duration_s=0.0, planned=planned, pending_by_type=by_type, pending=len(state.pending),
         running=len(state.running), pending_ids=frozenset(pending_jobs),
-        running_ids=frozenset(map(attrgetter("job_id"), state.running)), digests_of=digests,
+        observed_ids=frozenset(map(attrgetter("job_id"), jobs)), digests_of=digests,
     )
     requeues = plan_requeues(decisions, jobs, started, config, skipped, owned, capacity)
     result.planned_requeues = requeues

@@ -270,9 +270,8 @@ class Daemon:
         # until the job leaves squeue (a job requeued this cycle was running when observed)
         requeued = set(result.requeued)
         gone = [] if self.config.dry_run else [
-            jid for jid in self.owned if jid not in result.pending_ids
-            and jid not in result.running_ids and jid not in result.left_ids
-            and jid not in requeued]
+            jid for jid in self.owned if jid not in result.observed_ids
+            and jid not in result.left_ids and jid not in requeued]
         for jid in gone:
             del self.owned[jid]
         # each write on its own: one that fails (kept for retry) does not stop the other from

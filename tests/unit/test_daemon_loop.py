@@ -291,7 +291,7 @@ def test_reset_removes_only_what_is_still_ours() -> None:
     assert out["1"].update == JobUpdate(nice=0, features="")
     assert out["2"].update == JobUpdate(nice=0)  # user re-constrained it: features kept
     assert out["3"].outcome == "unchanged"
-    assert out["4"].outcome == "running" and out["5"].outcome == "gone"
+    assert out["4"].outcome == "kept" and out["5"].outcome == "gone"
     assert fb.updates == [("1", JobUpdate(nice=0, features="")), ("2", JobUpdate(nice=0))]
 
 

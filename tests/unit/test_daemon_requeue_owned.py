@@ -169,10 +169,30 @@ def test_reset_keeps_a_running_jobs_record_and_a_later_reset_undoes_it_after_a_r
 
     first = CliRunner().invoke(cli, ["schedd", "reset", "--state-db", str(db)])
     assert first.exit_code == 0, first.output
-    assert first.output.startswith("1: running (") and "gone" not in first.output
+    assert first.output.startswith("1: kept (running, not pending") and "gone" not in first.output
     assert StateStore(db).owned() == {"1": (-99_990, None)}
 
     fb.requeue("1")
     again = CliRunner().invoke(cli, ["schedd", "reset", "--state-db", str(db)])
     assert again.exit_code == 0, again.output
     assert fb.job_list[0].nice == 0 and StateStore(db).owned() == {}
+
+
+def test_a_requeued_job_seen_completing_stays_the_daemons(tmp_path: Path) -> None:
+    """Slurm 22.05 shows a job requeued moments ago as COMPLETING until its epilog ends. A
+    cycle that saw it so dropped its record (neither pending nor running), and once pending
+    the Nice the daemon had set right after the requeue read as the user's."""
+    fb = FakeBackend([running("1")], [gpu_node("v1", "v100")])
+    store = StateStore(tmp_path / "s.db")
+    policy, clock = Told(), Clock(30_000.0)
+    daemon = _daemon(fb, store, policy, clock)
+    policy.decisions = [Decision("1", requeue=True, nice=90_000)]
+    daemon.step()
+    assert fb.requeued == ["1"] and fb.job_list[0].nice == -10_000
+    fb.job_list[0] = replace(fb.job_list[0], state=JobState.COMPLETING)  # the epilog runs
+    clock.t, policy.decisions = 30_060.0, []
+    daemon.step()
+    fb.job_list[0] = replace(fb.job_list[0], state=JobState.PENDING)
+    clock.t, policy.decisions = 30_120.0, [Decision("1", nice=500)]
+    daemon.step()
+    assert fb.job_list[0].nice == -99_500, daemon.last_result
