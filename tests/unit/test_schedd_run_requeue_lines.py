@@ -12,6 +12,7 @@ from slurm_hase.cli.main import main
 from slurm_hase.daemon.fake import FakeBackend, gpu_node
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.slurm.types import GpuRequest, Job, JobState
+from slurm_hase.store.state import StateStore
 
 LONG_CKPT = WorkloadDescriptor(model="resnet50", batch_size=64, iterations=100_000_000,
                                checkpoint=True).to_comment()
@@ -32,11 +33,12 @@ def _cluster() -> FakeBackend:
 
 
 def _run_once(tmp_path: Path, backend: FakeBackend, dry: bool, monkeypatch: pytest.MonkeyPatch,
-              capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+              capsys: pytest.CaptureFixture[str], requeue: bool = True) -> tuple[int, str, str]:
     monkeypatch.delenv("SLURM_CONF", raising=False)
     monkeypatch.setattr(schedd_cmd, "_backend", lambda: backend)
     cfg = tmp_path / "c.toml"
-    cfg.write_text('[schedd]\nlog_format = "text"\nlog_level = "ERROR"\nrequeue = true\n'
+    cfg.write_text('[schedd]\nlog_format = "text"\nlog_level = "ERROR"\n'
+                   f'requeue = {str(requeue).lower()}\n'
                    '[policy]\nname = "fair"\n[shares]\nteama = 1.0\nteamb = 1.0\n')
     with pytest.raises(SystemExit) as exc:
         main(["schedd", "run", "--once", *(["--dry-run"] if dry else []), "--config", str(cfg),
@@ -62,3 +64,19 @@ def test_run_once_lists_the_requeue_it_makes_or_would_make(
     assert len(requeue_lines) == 1
     assert f"{verb}: scontrol update jobid=9 " in out
     assert ", 1 requeues of running jobs, 0 errors" in out.splitlines()[-1]
+
+
+def test_with_requeue_off_the_policy_plans_no_rotation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """With the default `requeue = false`, opted-in running jobs still reached the policy as
+    preemptible: every deciding cycle it planned a rotation (and routed the waiting job to
+    the GPUs that would free) that the daemon then refused, printing `# job 1: requeue is off`
+    and storing a `requeue ... skipped` row per job and cycle for `hase schedd job`."""
+    backend = _cluster()
+    code, out, err = _run_once(tmp_path, backend, False, monkeypatch, capsys, requeue=False)
+    assert code == 0, err
+    assert backend.requeued == [] and "requeue" not in out
+    assert "ran: scontrol update jobid=9 " in out
+    rows = StateStore(tmp_path / "s.db").decisions()
+    assert [r["job_id"] for r in rows] == ["9"] and rows[0]["action"] == "update"
