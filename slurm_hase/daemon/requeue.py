@@ -92,7 +92,8 @@ def requeue_one(backend: SlurmBackend, job_id: str) -> tuple[str, str]:
     `scontrol requeue` also puts a job that has finished or was cancelled back in the queue
     (22.05 and 24.11 alike), so a job that ended since it was observed would run again: the
     job is read again first and requeued only if it is still running. What is left is the
-    moment between that read and the requeue."""
+    moment between that read and the requeue. The same read refuses a job whose owner
+    revoked the opt-in (checkpoint=yes, Requeue=1) since it was observed."""
     now: list[Job] = []
     outcome, msg = attempt(job_id, "requeue", lambda: now.append(backend.job(job_id)))
     if outcome != "applied":
@@ -100,6 +101,9 @@ def requeue_one(backend: SlurmBackend, job_id: str) -> tuple[str, str]:
     if now[0].state is not JobState.RUNNING:
         log.info("job %s: %s since observed, not requeued", job_id, now[0].state.value)
         return "skipped", f"requeue refused: {now[0].state.value.lower()} since observed"
+    if not opted_in(now[0]):  # its owner dropped checkpoint=yes (or Requeue) meanwhile
+        log.info("job %s: no longer opted in, not requeued", job_id)
+        return "skipped", "requeue refused: no longer opted in since observed"
     return attempt(job_id, "requeue", lambda: backend.requeue(job_id))
 
 

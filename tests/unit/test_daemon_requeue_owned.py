@@ -196,3 +196,26 @@ def test_a_requeued_job_seen_completing_stays_the_daemons(tmp_path: Path) -> Non
     clock.t, policy.decisions = 30_120.0, [Decision("1", nice=500)]
     daemon.step()
     assert fb.job_list[0].nice == -99_500, daemon.last_result
+
+
+def test_a_job_whose_owner_revoked_the_opt_in_since_observed_is_not_requeued() -> None:
+    """The daemon reads the job again right before `scontrol requeue` but checked only that it
+    still ran: a job whose owner dropped checkpoint=yes from its description meanwhile (so it
+    would restart from scratch) was requeued all the same."""
+    from slurm_hase.daemon.cycle import run_cycle
+    from slurm_hase.policy.usage import UsageLedger
+    from tests.unit.test_daemon_requeue import NO_CKPT
+
+    fb = FakeBackend([running("1"), running("2")], [gpu_node("v1", "v100")])
+
+    class RevokedWhileDeciding(Told):
+        def decide(self, state: ClusterState) -> list[Decision]:
+            fb.job_list[0] = replace(fb.job_list[0], comment=NO_CKPT)
+            return super().decide(state)
+
+    policy = RevokedWhileDeciding()
+    policy.decisions = [Decision("1", requeue=True), Decision("2", requeue=True)]
+    result = run_cycle(fb, policy, Est(), Clock(30_000.0), UsageLedger(3600.0), {}, CONFIG)
+    assert fb.requeued == ["2"] and result.requeued == ["2"]
+    assert dict(result.skipped)["1"] == "requeue refused: no longer opted in since observed"
+    assert fb.job_list[0].state is JobState.RUNNING
