@@ -292,7 +292,7 @@ def job_cmd(job_id: str, as_json: bool, limit: int, config_path: str | None,
                    "changed it, or the record is older than history_days)")
         return
     if held is not None:
-        click.echo(f"job {job_id}: pending at the last cycle, with the Nice {held[0]} and Features "
+        click.echo(f"job {job_id}: pending or running at the last cycle, with the Nice {held[0]} and Features "
                    f"{held[1] or '-'} the daemon last set (a change by the user is kept)")
     click.echo(f"{'when':19s}  {'action':7s}  {'nice':>11s}  {'features':14s}  {'outcome':8s}  "
                "reason / Slurm's answer")

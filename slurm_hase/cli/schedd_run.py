@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import shlex
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,7 @@ def build_daemon(cfg: DaemonConfig, backend: SlurmBackend, clock: Clock, metrics
     from slurm_hase.daemon.estimator import DescriptorEstimator
     from slurm_hase.daemon.history import CachedHistory, HistoryEstimator, predictor_speed
     from slurm_hase.daemon.loop import Daemon, LoopSettings
+    from slurm_hase.errors import StoreError
     from slurm_hase.policy.registry import make_policy
     from slurm_hase.predict.modelfile import load_predictor, model_to_json
     from slurm_hase.store.state import StateStore
@@ -36,9 +38,14 @@ def build_daemon(cfg: DaemonConfig, backend: SlurmBackend, clock: Clock, metrics
     # on the store goes (close callbacks run last-registered first); what cannot be written then
     # is a StoreError, not a silent loss
     click.get_current_context().call_on_close(store.close)
-    store.record_model(cfg.model or "(bundled)",
-                       hashlib.sha256(model_to_json(predictor).encode()).hexdigest()[:16],
-                       {"meta_keys": sorted(predictor.meta)})
+    try:
+        store.record_model(cfg.model or "(bundled)",
+                           hashlib.sha256(model_to_json(predictor).encode()).hexdigest()[:16],
+                           {"meta_keys": sorted(predictor.meta)})
+    except StoreError as exc:
+        # like any write of the running daemon: kept for retry after a lock or a full disk
+        # (written before the next one), and the daemon starts
+        logging.getLogger("slurm_hase.daemon").error("state store write failed: %s", exc)
     history = CachedHistory(lambda: backend.accounting(since="now-30days"), clock.now)
     estimator = HistoryEstimator(DescriptorEstimator(predictor), history,
                                  predictor_speed(predictor))
@@ -66,11 +73,10 @@ def cycle_lines(res: CycleResult, policy_name: str, dry_run: bool) -> list[str]:
         return [f"# policy {policy_name}: no job or node changed since the last cycle that "
                 "decided; nothing decided (the next decides at the latest refresh_s after it)"]
     verb, done = ("would run", res.planned) if dry_run else ("ran", res.applied)
-    # a dry run requeues nothing: the requeues it would make are the policy's that the safety
-    # checks did not refuse (as the state store records them: planned)
-    refused = {job_id for job_id, _ in [*res.skipped, *res.errors]}
-    requeues = ([d.job_id for d in res.decisions if d.requeue and d.job_id not in refused]
-                if dry_run else list(res.requeued))
+    # a dry run requeues nothing: the requeues it would make are those that passed the
+    # daemon's checks (CycleResult.planned_requeues)
+    requeues = ([job_id for job_id, _ in res.planned_requeues] if dry_run
+                else list(res.requeued))
 
     def update_line(job_id: str, upd: JobUpdate) -> str:
         return f"{verb}: " + shlex.join(commands.update_job(job_id, upd))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from operator import attrgetter, is_
 from time import perf_counter
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from slurm_hase.daemon.act import apply_updates
 from slurm_hase.daemon.digest import job_digest, state_digest
@@ -38,7 +38,7 @@ from slurm_hase.daemon.state import (
     job_in_partitions,
 )
 from slurm_hase.policy.common import NICE_MAX
-from slurm_hase.policy.types import Decision, Policy, RunningJob
+from slurm_hase.policy.types import Decision, PendingJob, Policy, RunningJob
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.types import Job, JobState, JobUpdate, Node
@@ -49,6 +49,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("slurm_hase.daemon")
+_Job = TypeVar("_Job", PendingJob, RunningJob)
 STAGES = ("observe", "state", "decide", "plan", "act")  # a cycle's steps (CycleResult.stages)
 
 
@@ -146,11 +147,18 @@ class CycleResult:
     pending: int = 0
     running: int = 0
     pending_ids: frozenset[str] = frozenset()  # every pending job observed (managed partitions)
+    # every job observed (managed partitions), running and completing ones too: what the daemon
+    # set on them while they waited is still on them, and back in the queue after a requeue
+    # (22.05 shows a requeued job as COMPLETING until its epilog ends)
+    observed_ids: frozenset[str] = frozenset()
     # pending jobs outside the managed partitions that still carry what the daemon set: their
     # put-back (_left_partitions) did not land this cycle; the caller keeps them as its own
     left_ids: frozenset[str] = frozenset()
     unavailable: bool = False  # slurmctld went away while acting: the caller should back off
     requeued: list[str] = field(default_factory=list)  # running jobs requeued (rotation)
+    # the requeues that passed the daemon's checks (job id, update set right after it): what a
+    # dry run would do, and what a real cycle tried
+    planned_requeues: list[tuple[str, JobUpdate | None]] = field(default_factory=list)
     quiet: bool = False  # nothing changed since the last deciding cycle: nothing was decided
     # wall seconds of each step (perf_counter, whatever the clock): observe, state (records and
     # the ledger), decide (the policy), plan (safe updates and requeues), act (sending them);
@@ -267,7 +275,9 @@ def run_cycle(
     state, pending_jobs, by_type = _build_state(jobs, nodes, estimator, {}, shares, started,
                                                config, cache)
     ledger.observe(state.running, started)
-    state = replace(state, usage=ledger.usage(), scheduler_depth=config.scheduler_depth)
+    state = replace(state, usage=ledger.usage(), scheduler_depth=config.scheduler_depth,
+                    pending=_preemptible_only_with_requeue(state.pending, config),
+                    running=_preemptible_only_with_requeue(state.running, config))
     marks.append(perf_counter())
     decisions = policy.decide(state)
     marks.append(perf_counter())
@@ -290,14 +300,16 @@ def run_cycle(
     result = CycleResult(
         decisions=decisions, applied=[], skipped=skipped, errors=[], started=started,
         duration_s=0.0, planned=planned, pending_by_type=by_type, pending=len(state.pending),
-        running=len(state.running), pending_ids=frozenset(pending_jobs), digests_of=digests,
+        running=len(state.running), pending_ids=frozenset(pending_jobs),
+        observed_ids=frozenset(map(attrgetter("job_id"), jobs)), digests_of=digests,
     )
     requeues = plan_requeues(decisions, jobs, started, config, skipped, owned, capacity)
+    result.planned_requeues = requeues
     marks.append(perf_counter())
     if not config.dry_run:
         _apply(backend, planned, result, owned, config, intend)
         if requeues and not result.unavailable:
-            apply_requeues(backend, requeues, result, owned)
+            apply_requeues(backend, requeues, result, owned, intend)
     if put_back:
         landed = {job_id for job_id, _ in result.applied}
         result.left_ids = frozenset(j for j, _ in put_back if j not in landed)
@@ -310,6 +322,17 @@ def run_cycle(
     result.stages = dict(zip(STAGES, (b - a for a, b in pairwise(marks)), strict=True))
     result.duration_s = max(clock.now() - started, 0.0)
     return result
+
+
+def _preemptible_only_with_requeue(jobs: Sequence[_Job], config: CycleConfig
+                                   ) -> Sequence[_Job]:
+    """Running or pending jobs as the policy may treat them: an opted-in job is preemptible
+    only when the admin turned requeue on. Otherwise the policy would plan rotations (and
+    route waiting jobs to GPUs they free, or fill slow GPUs to migrate from) that the daemon
+    then refuses every cycle."""
+    if config.requeue or not any(map(attrgetter("preemptible"), jobs)):
+        return jobs
+    return [replace(j, preemptible=False) if j.preemptible else j for j in jobs]
 
 
 def _apply(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate]], result: CycleResult,

@@ -268,11 +268,12 @@ class Daemon:
             "requeued": len(result.requeued),
             "duration_s": round(wall, 4), "dry_run": self.config.dry_run})
         # a dry run beside the daemon (other partitions, say) forgets nothing of what the daemon
-        # owns in the shared store
-        # (a job requeued this cycle was running when observed: what was set on it stays ours)
+        # owns in the shared store. A running job keeps what the daemon set while it waited, and
+        # has it again when it is requeued (by rotation, or by Slurm): it stays the daemon's
+        # until the job leaves squeue (a job requeued this cycle was running when observed)
         requeued = set(result.requeued)
         gone = [] if self.config.dry_run else [
-            jid for jid in self.owned if jid not in result.pending_ids
+            jid for jid in self.owned if jid not in result.observed_ids
             and jid not in result.left_ids and jid not in requeued]
         for jid in gone:
             del self.owned[jid]

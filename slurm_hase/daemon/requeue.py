@@ -14,7 +14,7 @@ so Slurm does not restart it where it just was before the next cycle orders the 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -92,7 +92,8 @@ def requeue_one(backend: SlurmBackend, job_id: str) -> tuple[str, str]:
     `scontrol requeue` also puts a job that has finished or was cancelled back in the queue
     (22.05 and 24.11 alike), so a job that ended since it was observed would run again: the
     job is read again first and requeued only if it is still running. What is left is the
-    moment between that read and the requeue."""
+    moment between that read and the requeue. The same read refuses a job whose owner
+    revoked the opt-in (checkpoint=yes, Requeue=1) since it was observed."""
     now: list[Job] = []
     outcome, msg = attempt(job_id, "requeue", lambda: now.append(backend.job(job_id)))
     if outcome != "applied":
@@ -100,13 +101,18 @@ def requeue_one(backend: SlurmBackend, job_id: str) -> tuple[str, str]:
     if now[0].state is not JobState.RUNNING:
         log.info("job %s: %s since observed, not requeued", job_id, now[0].state.value)
         return "skipped", f"requeue refused: {now[0].state.value.lower()} since observed"
+    if not opted_in(now[0]):  # its owner dropped checkpoint=yes (or Requeue) meanwhile
+        log.info("job %s: no longer opted in, not requeued", job_id)
+        return "skipped", "requeue refused: no longer opted in since observed"
     return attempt(job_id, "requeue", lambda: backend.requeue(job_id))
 
 
 def apply_requeues(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate | None]],
-                   result: CycleResult, owned: MutableMapping[str, OwnedAttrs] | None) -> None:
+                   result: CycleResult, owned: MutableMapping[str, OwnedAttrs] | None,
+                   intend: Callable[[Mapping[str, OwnedAttrs]], None] | None = None) -> None:
     """Requeue each job (then update it); record outcomes in `result`; stop once Slurm is
-    unavailable."""
+    unavailable. `intend` gets the `owned` entry of each update before it is sent (the daemon
+    writes it to its store, as for the cycle's other updates)."""
     for job_id, update in planned:
         outcome, msg = requeue_one(backend, job_id)
         if outcome == "applied":
@@ -116,6 +122,8 @@ def apply_requeues(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate
                 # recorded as intended first, as for any update (cycle._apply): an outcome
                 # that is unknown (slurmctld went away) keeps both values as the daemon's
                 before = record_intent(owned, job_id, update) if owned is not None else None
+                if owned is not None and intend is not None:
+                    intend({job_id: owned[job_id]})
                 status, why = apply_one(backend, job_id, update)
                 if status == "applied":
                     result.applied.append((job_id, update))

@@ -15,6 +15,10 @@ from slurm_hase.daemon.safety import OwnedAttrs, submitted_constraint
 from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.types import Job, JobState, JobUpdate
 
+# states in which a job still carries what the daemon set and may be requeued (22.05 shows a
+# job requeued moments ago as COMPLETING until its epilog ends)
+_NOT_YET_GONE = frozenset({JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING})
+
 
 @dataclass(frozen=True)
 class ResetOutcome:
@@ -22,7 +26,7 @@ class ResetOutcome:
 
     job_id: str
     update: JobUpdate | None
-    outcome: str  # reset | unchanged | gone | error
+    outcome: str  # reset | unchanged | kept (running, suspended, completing) | gone | error
     detail: str = ""
 
 
@@ -45,7 +49,8 @@ def reset_update(job: Job, mine: OwnedAttrs) -> JobUpdate:
 def reset_decisions(backend: SlurmBackend, owned: Mapping[str, OwnedAttrs],
                     dry_run: bool = False) -> list[ResetOutcome]:
     """Clear our attributes from every pending job in `owned`, in whatever partition it is now
-    (one moved out of the daemon's partitions still carries them). SlurmUnavailableError from
+    (one moved out of the daemon's partitions still carries them); a running job's are left
+    as they are and stay recorded ("kept"; suspended and completing ones too). SlurmUnavailableError from
     reading the jobs propagates; once slurmctld goes away (or hangs) mid-way, that job's outcome
     is unknown and the rest are not tried, each an "error" (kept in the store)."""
     jobs = {j.job_id: j for j in backend.jobs()}
@@ -56,6 +61,13 @@ def reset_decisions(backend: SlurmBackend, owned: Mapping[str, OwnedAttrs],
             out.append(ResetOutcome(job_id, None, "error", f"not tried: {down}"))
             continue
         job = jobs.get(job_id)
+        if job is not None and job.state in _NOT_YET_GONE:
+            # it still carries what the daemon set and has it again if it is requeued: the
+            # record stays, so that a later reset (or the daemon) still knows it as its own
+            out.append(ResetOutcome(job_id, None, "kept", f"{job.state.value.lower()}, not "
+                                    "pending: kept in the store; reset again once it is "
+                                    "requeued"))
+            continue
         if job is None or job.state is not JobState.PENDING:
             out.append(ResetOutcome(job_id, None, "gone", "no longer pending"))
             continue

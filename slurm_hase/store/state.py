@@ -101,7 +101,7 @@ class StateStore:
         try:
             self._read(lambda: self.db.execute("PRAGMA schema_version").fetchone())
             self._refuse_foreign()
-            self._write(self._migrate)
+            self._open_migrate()
         except StoreError:
             conn.close()
             raise
@@ -122,6 +122,31 @@ class StateStore:
             raise StoreError(f"{self.path} is an SQLite database of something else (tables: "
                              f"{shown}), not a slurm-hase state store; nothing was written "
                              "(fix --state-db / [schedd] state_db)")
+
+    def _applied(self) -> set[int]:
+        """The migrations the file has (none for a new or empty file)."""
+        if "migrations" not in self.tables():
+            return set()
+        return self._read(lambda: {int(r[0]) for r in self.db.execute(
+            "SELECT version FROM migrations").fetchall()})
+
+    def _open_migrate(self) -> None:
+        """Migrate at open, taking the write lock only when a migration is missing: `status`,
+        `job` and a starting daemon then open a current store while another process writes it.
+        A store that needs migrating and stays locked is a StoreError that keeps nothing."""
+        if set(range(1, len(MIGRATIONS) + 1)) <= self._applied():
+            return
+        try:
+            self._attempt(self._migrate)
+        except sqlite3.Error as exc:  # not opened: nothing is kept for a retry
+            fault = classify(exc)
+            if fault is Fault.LOCKED:
+                raise StoreError(f"state store {self.path} needs migrating to this version and "
+                                 "is locked (another process is writing it); try again") from exc
+            if fault is Fault.CORRUPT:
+                raise StoreError(self._unusable(exc)) from exc
+            raise StoreError(f"state store {self.path} cannot be migrated to this version: "
+                             f"{exc}") from exc
 
     def _migrate(self, db: sqlite_utils.Database) -> None:
         db.execute("CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, "
@@ -192,18 +217,24 @@ class StateStore:
                 log.error("state store %s: more than %d writes waiting; the oldest %d dropped",
                           self.path, self.max_backlog, over)
         while self.backlog:
-            head = self.backlog[0]
-            for attempt in range(self.attempts):
-                try:
-                    self._transaction(head)
-                    break
-                except sqlite3.Error as exc:
-                    fault = classify(exc)
-                    if fault is Fault.LOCKED and attempt + 1 < self.attempts:
-                        self._sleep(self.backoff_s * (2 ** attempt))
-                        continue
-                    raise self._write_failed(exc, fault) from exc
+            try:
+                self._attempt(self.backlog[0])
+            except sqlite3.Error as exc:
+                raise self._write_failed(exc, classify(exc)) from exc
             self.backlog.pop(0)
+
+    def _attempt(self, fn: Write) -> None:
+        """`fn` in one transaction, retried with backoff while the file is locked; the last
+        sqlite3.Error when it cannot be written."""
+        for attempt in range(self.attempts):
+            try:
+                self._transaction(fn)
+                return
+            except sqlite3.Error as exc:
+                if classify(exc) is Fault.LOCKED and attempt + 1 < self.attempts:
+                    self._sleep(self.backoff_s * (2 ** attempt))
+                    continue
+                raise
 
     def _write_failed(self, exc: sqlite3.Error, fault: Fault) -> StoreError:
         """The StoreError for a failed write: kept for retry after a lock or a transient fault,

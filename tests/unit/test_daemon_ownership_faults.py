@@ -102,7 +102,7 @@ class FullOnce(StateStore):
 def test_a_failed_cycle_write_still_forgets_the_jobs_that_left(
         caplog: pytest.LogCaptureFixture) -> None:
     """record_cycle and forget were one try: when the cycle row could not be written, the
-    owned rows of jobs that started were never dropped from the store."""
+    owned rows of jobs that ended were never dropped from the store."""
     caplog.set_level(logging.CRITICAL)
     fb = FakeBackend([pending("1"), pending("2")], [gpu_node("a1", "a100")])
     store = FullOnce(":memory:")
@@ -110,7 +110,7 @@ def test_a_failed_cycle_write_still_forgets_the_jobs_that_left(
                Clock(), store, CycleConfig(refresh_s=0), LoopSettings(), shares={"a": 1.0})
     d.step()
     assert set(store.owned()) == {"1", "2"}
-    fb.job_list[0] = replace(fb.job_list[0], state=JobState.RUNNING, alloc_gpus={"a100": 1})
+    del fb.job_list[0]  # job 1 ended and left squeue
     store.full = True
     d.step()
     d.step()

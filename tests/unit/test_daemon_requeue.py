@@ -72,17 +72,23 @@ def test_opt_in_needs_checkpoint_descriptor_and_slurm_requeue() -> None:
 def test_state_marks_only_opted_in_running_jobs_preemptible() -> None:
     fb = FakeBackend([running("1"), running("2", NO_CKPT), running("3", requeue=False)], nodes())
     pol = Scripted([])
-    run_cycle(fb, pol, Est(), Clock(), UsageLedger(3600.0), {}, CycleConfig())
+    run_cycle(fb, pol, Est(), Clock(), UsageLedger(3600.0), {}, CycleConfig(requeue=True))
     assert {r.job_id: r.preemptible for r in pol.seen[0].running} == {
         "1": True, "2": False, "3": False}
+    # with requeue off (the default) the policy may plan no rotation at all
+    run_cycle(fb, pol, Est(), Clock(), UsageLedger(3600.0), {}, CycleConfig(refresh_s=0))
+    assert not any(r.preemptible for r in pol.seen[1].running)
 
 
 def test_state_carries_a_pending_jobs_requeue_count() -> None:
     fb = FakeBackend([running("1"), running("2")], nodes())
     cycle(fb, [Decision("1", requeue=True)])
     pol = Scripted([])
-    run_cycle(fb, pol, Est(), Clock(), UsageLedger(3600.0), {}, CycleConfig())
+    run_cycle(fb, pol, Est(), Clock(), UsageLedger(3600.0), {}, CycleConfig(requeue=True))
     assert [(p.job_id, p.restarts, p.preemptible) for p in pol.seen[0].pending] == [("1", 1, True)]
+    # with requeue off it is not offered as preemptible (idle fill would strand it)
+    run_cycle(fb, pol, Est(), Clock(), UsageLedger(3600.0), {}, CycleConfig(refresh_s=0))
+    assert [(p.job_id, p.preemptible) for p in pol.seen[1].pending] == [("1", False)]
 
 
 def test_requeue_applied_then_nice_and_type_set_for_the_wait() -> None:

@@ -168,7 +168,7 @@ def test_schedd_job_prints_the_history(tmp_path: Path, monkeypatch: pytest.Monke
     out = CliRunner().invoke(cli, ["schedd", "job", "42", "--state-db", str(db)])
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
-    assert "pending at the last cycle, with the Nice -500 and Features a100 the daemon last set" in lines[0]
+    assert "pending or running at the last cycle, with the Nice -500 and Features a100 the daemon last set" in lines[0]
     assert "requeue" in lines[2] and "rotate: a100 GPUs for job 9  [requeue refused: x]" in lines[2]
     assert "update" in lines[3] and lines[3].endswith("fair: routed a100")  # "ok" not repeated
     js = json.loads(CliRunner().invoke(
