@@ -20,8 +20,9 @@ IN_MEMORY = ":memory:"
 
 
 def lock_path(state_db: str | Path) -> Path:
-    """The lock file of a state store."""
-    return Path(f"{state_db}.lock")
+    """The lock file of a state store, beside the file it names (a symlink to a store and the
+    store itself share one lock, so two daemons cannot run on one store through a link)."""
+    return Path(f"{os.path.realpath(state_db)}.lock")
 
 
 class StoreLock:

@@ -137,3 +137,17 @@ def test_an_in_memory_store_holds_nothing(tmp_path: Path, monkeypatch: pytest.Mo
     with StoreLock(":memory:"), StoreLock(":memory:"):  # each process has its own
         assert holder(":memory:") is None
     assert list(tmp_path.iterdir()) == []  # no ":memory:.lock" left in the working folder
+
+
+def test_a_symlink_to_the_store_shares_its_lock(tmp_path: Path) -> None:
+    """--state-db through a link named its own lock file beside the link: two daemons ran on
+    one store."""
+    db = tmp_path / "real.db"
+    db.touch()
+    link = tmp_path / "link.db"
+    link.symlink_to(db)
+    with StoreLock(db):
+        with pytest.raises(DaemonRunningError):
+            StoreLock(link)
+        assert holder(link) == os.getpid()
+    assert lock_path(link) == lock_path(db)
