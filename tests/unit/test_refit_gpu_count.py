@@ -5,26 +5,12 @@ jobs (`sacct -P`): 143 done-a100 held 1 a100, 144 done-t4 held 2 t4."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
-import pytest
-
-from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.predict.refit import harvest
-from slurm_hase.slurm.parse_sacct_text import parse_sacct_parsable
 from slurm_hase.slurm.types import AccountingRecord
+from tests.unit.test_refit_mps_share import RESNET, _with, finished
 
-RESNET = WorkloadDescriptor(model="resnet50", batch_size=64, iterations=10)
-
-
-@pytest.fixture(scope="module")
-def finished(fixtures_dir: Path) -> dict[str, AccountingRecord]:
-    text = (fixtures_dir / "slurm" / "22.05" / "sacct-parsable.txt").read_text()
-    return {r.name: r for r in parse_sacct_parsable(text)}
-
-
-def _with(rec: AccountingRecord, desc: WorkloadDescriptor) -> AccountingRecord:
-    return dataclasses.replace(rec, comment=desc.to_comment())
+__all__ = ["finished"]  # the fixture, used by name
 
 
 def test_a_job_that_held_more_gpus_than_described_gives_no_row(
