@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from operator import attrgetter, is_
 from time import perf_counter
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from slurm_hase.daemon.act import apply_updates
 from slurm_hase.daemon.digest import job_digest, state_digest
@@ -38,7 +38,7 @@ from slurm_hase.daemon.state import (
     job_in_partitions,
 )
 from slurm_hase.policy.common import NICE_MAX
-from slurm_hase.policy.types import Decision, PendingJob, Policy, RunningJob
+from slurm_hase.policy.types import Decision, Policy, RunningJob
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.types import Job, JobState, JobUpdate, Node
@@ -49,7 +49,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("slurm_hase.daemon")
-_Job = TypeVar("_Job", PendingJob, RunningJob)
 STAGES = ("observe", "state", "decide", "plan", "act")  # a cycle's steps (CycleResult.stages)
 
 
@@ -149,8 +148,9 @@ class CycleResult:
     pending_ids: frozenset[str] = frozenset()  # every pending job observed (managed partitions)
     # every job observed (managed partitions), running and completing ones too: what the daemon
     # set on them while they waited is still on them, and back in the queue after a requeue
-    # (22.05 shows a requeued job as COMPLETING until its epilog ends)
-    observed_ids: frozenset[str] = frozenset()
+    # (22.05 shows a requeued job as COMPLETING until its epilog ends). The list as observed:
+    # the daemon's loop takes their ids, the simulator never needs them
+    observed: Sequence[Job] = ()
     # pending jobs outside the managed partitions that still carry what the daemon set: their
     # put-back (_left_partitions) did not land this cycle; the caller keeps them as its own
     left_ids: frozenset[str] = frozenset()
@@ -275,9 +275,7 @@ def run_cycle(
     state, pending_jobs, by_type = _build_state(jobs, nodes, estimator, {}, shares, started,
                                                config, cache)
     ledger.observe(state.running, started)
-    state = replace(state, usage=ledger.usage(), scheduler_depth=config.scheduler_depth,
-                    pending=_preemptible_only_with_requeue(state.pending, config),
-                    running=_preemptible_only_with_requeue(state.running, config))
+    state = replace(state, usage=ledger.usage(), scheduler_depth=config.scheduler_depth)
     marks.append(perf_counter())
     decisions = policy.decide(state)
     marks.append(perf_counter())
@@ -301,7 +299,7 @@ def run_cycle(
         decisions=decisions, applied=[], skipped=skipped, errors=[], started=started,
         duration_s=0.0, planned=planned, pending_by_type=by_type, pending=len(state.pending),
         running=len(state.running), pending_ids=frozenset(pending_jobs),
-        observed_ids=frozenset(map(attrgetter("job_id"), jobs)), digests_of=digests,
+        observed=jobs, digests_of=digests,
     )
     requeues = plan_requeues(decisions, jobs, started, config, skipped, owned, capacity)
     result.planned_requeues = requeues
@@ -322,17 +320,6 @@ def run_cycle(
     result.stages = dict(zip(STAGES, (b - a for a, b in pairwise(marks)), strict=True))
     result.duration_s = max(clock.now() - started, 0.0)
     return result
-
-
-def _preemptible_only_with_requeue(jobs: Sequence[_Job], config: CycleConfig
-                                   ) -> Sequence[_Job]:
-    """Running or pending jobs as the policy may treat them: an opted-in job is preemptible
-    only when the admin turned requeue on. Otherwise the policy would plan rotations (and
-    route waiting jobs to GPUs they free, or fill slow GPUs to migrate from) that the daemon
-    then refuses every cycle."""
-    if config.requeue or not any(map(attrgetter("preemptible"), jobs)):
-        return jobs
-    return [replace(j, preemptible=False) if j.preemptible else j for j in jobs]
 
 
 def _apply(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate]], result: CycleResult,

@@ -272,8 +272,9 @@ class Daemon:
         # has it again when it is requeued (by rotation, or by Slurm): it stays the daemon's
         # until the job leaves squeue (a job requeued this cycle was running when observed)
         requeued = set(result.requeued)
+        observed = {j.job_id for j in result.observed} if self.owned else set()
         gone = [] if self.config.dry_run else [
-            jid for jid in self.owned if jid not in result.observed_ids
+            jid for jid in self.owned if jid not in observed
             and jid not in result.left_ids and jid not in requeued]
         for jid in gone:
             del self.owned[jid]

@@ -58,8 +58,11 @@ class RecordBuilder:
                  estimator: RuntimeEstimator, now: float, nice_scale: int, nice_zero: int,
                  reuse: bool, old_pending: Mapping[str, PendingEntry],
                  old_running: Mapping[str, RunningEntry],
-                 mps_units: Mapping[str, int] | None = None) -> None:
+                 mps_units: Mapping[str, int] | None = None, requeue: bool = True) -> None:
         self.pools, self.types, self.now = pools, types, now
+        # whether the admin lets the daemon requeue: an opted-in job is preemptible only then
+        # (else the policy would plan rotations the daemon refuses every cycle)
+        self.requeue = requeue
         # GPU type -> MPS units per GPU of its nodes with an MPS count (state._summarize)
         self.mps_units: Mapping[str, int] = mps_units or {}
         self.estimate = estimator.estimate
@@ -122,7 +125,8 @@ class RecordBuilder:
             num_gpus=num, runtime_s=runtimes, gpu_fraction=frac,
             mps_slowdown=dict(est.mps_slowdown), pinned_type=gpu.gpu_type.lower() if gpu.gpu_type else None,
             nice=self._nice(job), features=job.features, memory_gb=est.memory_gb,
-            preemptible=bool(est.checkpoint and job.requeue), restarts=job.restarts,
+            preemptible=bool(self.requeue and est.checkpoint and job.requeue),
+            restarts=job.restarts,
         )
         return tkey, (key, est, types, pj, job, tkey)
 
@@ -164,7 +168,7 @@ class RecordBuilder:
             if rj.expected_end != end:
                 rj = replace(rj, expected_end=end)
             return (rkey, est_r, types, expected, rj, job)
-        expected, rj = running_record(job, self.pools, est_r, now, self.mps_units)
+        expected, rj = running_record(job, self.pools, est_r, now, self.mps_units, self.requeue)
         return (rkey, est_r, types, expected, rj, job)
 
 
@@ -207,10 +211,11 @@ def _running_type(job: Job, pools: Mapping[str, GpuPool]) -> str:
 
 
 def running_record(job: Job, pools: Mapping[str, GpuPool], est: JobEstimate | None,
-                   now: float, mps_units: Mapping[str, int] | None = None
-                   ) -> tuple[float, RunningJob]:
+                   now: float, mps_units: Mapping[str, int] | None = None,
+                   requeue: bool = True) -> tuple[float, RunningJob]:
     """(expected end before clamping to now, the RunningJob); an MPS share is read by the
-    units per GPU of the type it runs on (`mps_units`, as for RecordBuilder)."""
+    units per GPU of the type it runs on (`mps_units`, as for RecordBuilder); preemptible only
+    with `requeue` on (RecordBuilder)."""
     gtype = _running_type(job, pools)
     num = sum(c for c in job.alloc_gpus.values() if c > 0)
     _, frac = gpu_shape(job, (mps_units or {}).get(gtype, MPS_PER_GPU))
@@ -230,7 +235,7 @@ def running_record(job: Job, pools: Mapping[str, GpuPool], est: JobEstimate | No
         job_id=job.job_id, account=job.account, user=job.user, gpu_type=gtype,
         num_gpus=max(num, 1), start_time=start, expected_end=max(expected, now),
         gpu_fraction=frac, relative_speed=speed,
-        preemptible=bool(est is not None and est.checkpoint and job.requeue),
+        preemptible=bool(requeue and est is not None and est.checkpoint and job.requeue),
         restarts=job.restarts,
         runtime_s={} if est is None else {t: r for t, r in est.runtime_s.items()
                                           if t in pools and r > 0})

@@ -67,7 +67,8 @@ class StateCache:
     partition; per partition string of a job: the types it may use; per built record: its
     digest text. The pending entries are updated in place; those of jobs gone since are dropped
     in bulk once they outnumber the pending jobs (build_state). Every job entry is dropped when
-    the nodes' MPS units per GPU change (a record's MPS share was read by them).
+    the nodes' MPS units per GPU change (a record's MPS share was read by them) or requeue is
+    turned on or off (a record's preemptible follows it).
     """
 
     def __init__(self) -> None:
@@ -86,6 +87,7 @@ class StateCache:
         self.job_types: dict[str, tuple[str, ...]] | None = None
         self.job_types_for: tuple[object, object] | None = None
         self.mps_units: MpsUnits = {}  # of `nodes` (_summarize)
+        self.requeue: bool | None = None  # CycleConfig.requeue the job entries were built with
 
 
 _CACHES: weakref.WeakKeyDictionary[object, StateCache] = weakref.WeakKeyDictionary()
@@ -296,12 +298,17 @@ def _build_state(
         jobs = [j for j in jobs if job_in_partitions(j, config.partitions)]
     # partition string -> the types a pending job there may use (None: all of `types`)
     job_types = _job_types(types, part_types, cache)
+    if cache is not None and cache.requeue != config.requeue:
+        # a record says whether its job is preemptible, which only requeue on allows
+        cache.pending.clear()
+        cache.running = {}
+        cache.requeue = config.requeue
     # last cycle's entries, updated in place: an unchanged job costs no insert (pruned below)
     entries = cache.pending if cache is not None else {}
     reuse = _repeatable(estimator)
     builder = RecordBuilder(pools, types, estimator, now, config.nice_scale, config.nice_zero,
                             reuse, entries, cache.running if cache is not None else {},
-                            mps_units)
+                            mps_units, config.requeue)
     pending: list[PendingJob] = []
     running: list[RunningJob] = []
     new_r: dict[str, RunningEntry] = {}
