@@ -103,7 +103,7 @@ class CommandBackend:
         return self._addresses.get(job_id, job_id)
 
     def _remember(self, jobs: Sequence[Job], *, replace: bool) -> None:
-        found = {j.job_id: j.address for j in jobs if j.address != j.job_id}
+        found = {j.job_id: a for j in jobs if (a := j.address) != j.job_id}
         if replace:
             self._addresses = found
         else:

@@ -66,16 +66,16 @@ def parse_duration(value: str) -> int | None:
     v = value.strip()
     if v.upper() in ("UNLIMITED", "INFINITE", "NONE", "N/A", "", "PARTITION_LIMIT"):
         return None
+    days: int | None = None
     if "-" in v:
         d, _, v = v.partition("-")
         days = _int(d, "duration")
-        parts = [_int(p, "duration") for p in v.split(":")]
+    parts = [_int(p, "duration") for p in v.split(":")]
+    if days is not None:  # after days, the fields are hours[:minutes[:seconds]]
         if len(parts) > 3:
             raise SlurmParseError("duration", f"bad duration {value!r}")
-        # after days, the fields are hours[:minutes[:seconds]]
         hours, minutes, seconds = (parts + [0, 0])[:3]
         return days * 86400 + hours * 3600 + minutes * 60 + seconds
-    parts = [_int(p, "duration") for p in v.split(":")]
     if len(parts) == 3:
         secs = parts[0] * 3600 + parts[1] * 60 + parts[2]
     elif len(parts) == 2:
@@ -234,7 +234,7 @@ def _node(rec: dict[str, str]) -> Node:
         cpus=_int(rec["CPUTot"], what),
         cpus_alloc=_int(rec["CPUAlloc"], what),
         gpus_untracked=(sum(gpus.values()) > 0 and "CfgTRES" in rec
-                        and "gres/gpu" not in rec["CfgTRES"]),
+                        and not gpus_from_tres(rec["CfgTRES"])),
     )
 
 
