@@ -14,6 +14,7 @@ from slurm_hase.daemon.loop import Daemon, LoopSettings
 from slurm_hase.policy.types import ClusterState, Decision
 from slurm_hase.slurm.types import Job, JobState, JobUpdate
 from slurm_hase.store.state import StateStore
+from tests.unit.test_daemon_cycle import Scripted
 from tests.unit.test_daemon_requeue import Est, running
 
 CONFIG = CycleConfig(requeue=True, refresh_s=0, nice_zero=100_000)
@@ -29,24 +30,11 @@ class Clock:
         return self.t
 
 
-class Told:
-    """Decides what the test tells it to, each cycle."""
-
-    name = "told"
-    summary = "scripted decisions"
-
-    def __init__(self) -> None:
-        self.decisions: list[Decision] = []
-
-    def decide(self, state: ClusterState) -> list[Decision]:
-        return list(self.decisions)
-
-
 def _pending(job: Job) -> Job:
     return replace(job, state=JobState.PENDING, alloc_gpus={}, start_time=None)
 
 
-def _daemon(fb: FakeBackend, store: StateStore, policy: Told, clock: Clock) -> Daemon:
+def _daemon(fb: FakeBackend, store: StateStore, policy: Scripted, clock: Clock) -> Daemon:
     return Daemon(fb, policy, Est(), clock, store, CONFIG, LoopSettings(), shares={"a": 1.0})
 
 
@@ -60,7 +48,7 @@ def test_a_job_ordered_then_started_gets_the_rotations_nice_and_type_when_requeu
     fb = FakeBackend([_pending(running("1")), running("2")],
                      [gpu_node("v1", "v100", alloc=1), gpu_node("a1", "a100")])
     store = StateStore(tmp_path / "s.db")
-    policy, clock = Told(), Clock(10_000.0)
+    policy, clock = Scripted(), Clock(10_000.0)
     daemon = _daemon(fb, store, policy, clock)
     policy.decisions = [Decision("1", nice=10, gpu_types=("v100",))]
     daemon.step()
@@ -89,7 +77,7 @@ def test_a_job_slurm_requeued_itself_is_ordered_again(tmp_path: Path) -> None:
     cycle that orders it must not take that Nice for the user's."""
     fb = FakeBackend([_pending(running("1"))], [gpu_node("v1", "v100")])
     store = StateStore(tmp_path / "s.db")
-    policy, clock = Told(), Clock(10_000.0)
+    policy, clock = Scripted(), Clock(10_000.0)
     daemon = _daemon(fb, store, policy, clock)
     policy.decisions = [Decision("1", nice=10)]
     daemon.step()
@@ -122,7 +110,7 @@ def test_killed_right_after_a_requeue_then_restarted_still_owns_what_it_set(
     path = tmp_path / "s.db"
     fb = FakeBackend([running("1"), running("2")], [gpu_node("v1", "v100"),
                                                      gpu_node("a1", "a100")])
-    policy, clock = Told(), Clock(30_000.0)
+    policy, clock = Scripted(), Clock(30_000.0)
     policy.decisions = [Decision(j, requeue=True, nice=90_000, gpu_types=("a100",))
                         for j in ("1", "2")]
 
@@ -159,7 +147,7 @@ def test_reset_keeps_a_running_jobs_record_and_a_later_reset_undoes_it_after_a_r
     fb = FakeBackend([_pending(running("1"))], [gpu_node("v1", "v100")])
     db = tmp_path / "s.db"
     store = StateStore(db)
-    policy, clock = Told(), Clock(10_000.0)
+    policy, clock = Scripted(), Clock(10_000.0)
     policy.decisions = [Decision("1", nice=10)]
     _daemon(fb, store, policy, clock).step()
     store.close()
@@ -184,7 +172,7 @@ def test_a_requeued_job_seen_completing_stays_the_daemons(tmp_path: Path) -> Non
     the Nice the daemon had set right after the requeue read as the user's."""
     fb = FakeBackend([running("1")], [gpu_node("v1", "v100")])
     store = StateStore(tmp_path / "s.db")
-    policy, clock = Told(), Clock(30_000.0)
+    policy, clock = Scripted(), Clock(30_000.0)
     daemon = _daemon(fb, store, policy, clock)
     policy.decisions = [Decision("1", requeue=True, nice=90_000)]
     daemon.step()
@@ -208,7 +196,7 @@ def test_a_job_whose_owner_revoked_the_opt_in_since_observed_is_not_requeued() -
 
     fb = FakeBackend([running("1"), running("2")], [gpu_node("v1", "v100")])
 
-    class RevokedWhileDeciding(Told):
+    class RevokedWhileDeciding(Scripted):
         def decide(self, state: ClusterState) -> list[Decision]:
             fb.job_list[0] = replace(fb.job_list[0], comment=NO_CKPT)
             return super().decide(state)
