@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import errno
 import ipaddress
-import os
 import socket
-import tempfile
 import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +17,7 @@ from pathlib import Path
 
 from slurm_hase.daemon.cycle import CycleResult
 from slurm_hase.errors import ConfigError
+from slurm_hase.files import replace_whole
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -128,15 +127,7 @@ class Metrics:
         target = Path(path)
         if make_parents:
             target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".hase-schedd.", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(self.render())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        replace_whole(target, self.render(), mode=0o644)
 
 
 def _is_ipv6(address: str) -> bool:

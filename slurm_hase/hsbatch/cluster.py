@@ -15,12 +15,13 @@ unwritable) is a miss, never an error.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
+
+from slurm_hase.files import replace_whole
 
 if TYPE_CHECKING:
     from slurm_hase.slurm.types import Node, Partition
@@ -174,17 +175,11 @@ def load(directory: str, key: Sequence[object], now: float) -> Summary | None:
 
 def store(directory: str, key: Sequence[object], summary: Summary, now: float) -> None:
     """Write the cache file atomically (tmp + rename); failures are ignored."""
-    path = cache_path(directory, key)
-    tmp = f"{path}.{os.getpid()}.tmp"
     doc = {"version": CACHE_VERSION, "key": list(key), "written": now,
            "summary": summary.to_json()}
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
-                     0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, separators=(",", ":"))
-        os.replace(tmp, path)
+        replace_whole(cache_path(directory, key), json.dumps(doc, separators=(",", ":")),
+                      mode=0o600)
     except Exception:  # a read-only or full home must not fail the submission
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        pass

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import posixpath
 import re
 import shlex
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path, PurePosixPath
@@ -17,6 +14,7 @@ from typing import Any
 import jinja2
 
 from slurm_hase.errors import ConfigError
+from slurm_hase.files import replace_whole
 
 TEMPLATES = {"prolog": "mps-prolog.sh.j2", "epilog": "mps-epilog.sh.j2"}
 FAILURE_POLICIES = ("drain", "ignore")
@@ -204,7 +202,9 @@ def write_scripts(
         out_dir.mkdir(parents=True, exist_ok=True)
         for kind, text in texts.items():
             path = out_dir / (PLUGSTACK_FILE if kind == "plugstack" else f"hase-mps-{kind}.sh")
-            _replace(path, text, 0o644 if kind == "plugstack" else 0o755)
+            # a rename, never a rewrite in place: bash reads a script as it runs it, and a
+            # prolog rewritten while slurmd ran it executed fragments of the new text
+            replace_whole(path, text, mode=0o644 if kind == "plugstack" else 0o755)
             written[kind] = path
     except OSError as exc:
         name = path if path != out_dir else exc.filename or path
@@ -212,19 +212,3 @@ def write_scripts(
     return written
 
 
-def _replace(path: Path, text: str, mode: int) -> None:
-    """Write `text` to a new file beside `path`, then rename it over `path`.
-
-    bash reads a script as it runs it: rewriting a prolog or epilog in place while slurmd runs
-    it made that run execute fragments of the new text. A rename leaves the running copy whole.
-    """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise

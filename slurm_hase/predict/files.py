@@ -6,11 +6,11 @@ never write into each other's staging file."""
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from slurm_hase.errors import HaseError
+from slurm_hase.files import discard, stage_beside
 
 # (path, text, the error type that names the path when it cannot be written)
 Output = tuple[str | Path, str, type[HaseError]]
@@ -33,41 +33,21 @@ def write_together(outputs: Sequence[Output], before_commit: Callable[[], None] 
             before_commit()
     except BaseException:
         for tmp, _path, _error in staged:
-            _discard(tmp)
+            discard(tmp)
         raise
     for i, (tmp, path, error) in enumerate(staged):
         try:
             tmp.replace(path)
         except OSError as exc:
             for later, _path, _error in staged[i:]:
-                _discard(later)
+                discard(later)
             raise error(f"{path}: cannot write ({exc.strerror or exc})") from None
 
 
 def _stage(path: str | Path, text: str, error: type[HaseError]) -> Path:
     """Write ``text`` to a new staging file beside PATH and return it; ``error`` naming the path
-    if it fails (no staging file left)."""
-    p = Path(path)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    if it fails (no staging file left). The mode follows the umask like any new file."""
     try:
-        # a file of our own (O_EXCL: never one that exists, nor through a symlink); the mode
-        # follows the umask like any new file
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        return stage_beside(path, text)
     except OSError as exc:
-        raise error(f"{p}: cannot write ({exc.strerror or exc})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-    except OSError as exc:
-        _discard(tmp)
-        raise error(f"{p}: cannot write ({exc.strerror or exc})") from None
-    return tmp
-
-
-def _discard(tmp: Path) -> None:
-    """Remove a staged file (best effort: it may not exist, or be something we did not create)."""
-    try:
-        if tmp.is_file() or tmp.is_symlink():
-            tmp.unlink()
-    except OSError:
-        pass
+        raise error(f"{Path(path)}: cannot write ({exc.strerror or exc})") from None

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurm_hase.errors import ClusterError
+from slurm_hase.files import replace_whole
 from slurm_hase.slurm.localcluster.paths import ClusterPaths
 from slurm_hase.slurm.runner import SubprocessRunner
 
@@ -105,9 +106,7 @@ class ProcessTable:
 
     def _write(self, data: dict[str, dict[str, object]]) -> None:
         """Write the whole table at once (a crash mid-write leaves the old one whole)."""
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        tmp.replace(self.path)
+        replace_whole(self.path, json.dumps(data, indent=1))
 
     def alive(self) -> dict[str, int]:
         """The recorded daemons still running: the same binary, and where recorded, the same
