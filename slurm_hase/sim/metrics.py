@@ -123,14 +123,11 @@ def account_metrics(result: SimResult) -> dict[str, dict[str, float | None]]:
 
 
 def usable_runtime(job: SimJob) -> dict[str, float]:
-    """The job's exclusive runtime on each GPU type its trace row allows: its hard constraint
-    (TraceJob.constraint, GPU type names such as Alibaba's gpu_spec) and pinned type, not the
-    Features a daemon or hsbatch set (those may change). All types when the trace sets none, or
-    when no constraint term names a type of the cluster (a node feature the metrics cannot
-    map)."""
-    allowed = set(job.trace.constraint) if job.trace.constraint else set(job.runtime)
-    if job.trace.pinned:
-        allowed &= {job.trace.pinned}
+    """The job's exclusive runtime on each GPU type its trace row allows (SimJob.trace_types:
+    its hard constraint, such as Alibaba's gpu_spec, and pinned type, resolved by the nodes'
+    features as the simulated Slurm resolves them), not the Features a daemon or hsbatch set
+    (those may change). All types when none is known (a job built without a cluster)."""
+    allowed = job.trace_types
     usable = {t: r for t, r in job.runtime.items() if t in allowed}
     return usable or dict(job.runtime)
 

@@ -71,6 +71,7 @@ class SimJob:
     first_start: float = -1.0
     earlier_gpu_s: dict[str, float] = field(default_factory=dict)  # GPU-s of earlier segments by type
     requeued_at: float = -1.0  # Slurm's SubmitTime after a requeue (-1 = never requeued)
+    trace_types: tuple[str, ...] = ()  # what its trace row's constraint and pin allow (rho)
 
     @property
     def job_id(self) -> str:
@@ -217,7 +218,8 @@ class SimCluster:
         else:
             text = ""
         job = SimJob(len(self.jobs_by_id), tj, runtime, limit, features=sys.intern(feats),
-                     pinned=tj.pinned, comment=text)
+                     pinned=tj.pinned, comment=text,
+                     trace_types=self._types_for("|".join(tj.constraint), tj.pinned))
         self.jobs_by_id[tj.job_id] = job
         self.by_idx.append(job)
         need = 1 if tj.gpu_fraction < 1.0 else tj.num_gpus
@@ -233,15 +235,20 @@ class SimCluster:
         memo = job.allowed_for
         if memo is not None and memo[0] is job.features and memo[1] is job.pinned:
             return job.allowed
-        key = (job.features, job.pinned)
-        hit = self._allowed_cache.get(key)
-        if hit is None:
-            hit = types_allowed(job.features, job.pinned, self.feature_types, self.type_order)
-            self._allowed_cache[key] = hit
+        hit = self._types_for(job.features, job.pinned)
         # a type without a measured throughput for this workload cannot run it (e.g. memory)
         job.allowed = tuple(t for t in hit if job.runtime[t] < math.inf)
-        job.allowed_for = key
+        job.allowed_for = (job.features, job.pinned)
         return job.allowed
+
+    def _types_for(self, features: str, pinned: str | None) -> tuple[str, ...]:
+        """types_allowed on this cluster's nodes, memoised by (features, pinned)."""
+        key = (features, pinned)
+        hit = self._allowed_cache.get(key)
+        if hit is None:
+            hit = self._allowed_cache[key] = types_allowed(features, pinned, self.feature_types,
+                                                           self.type_order)
+        return hit
 
     def fits_now(self, job: SimJob, gtype: str) -> bool:
         """Whether `job` could start on `gtype` right now."""

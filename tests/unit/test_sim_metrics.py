@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from slurm_hase.policy.common import water_fill
+from slurm_hase.sim.cluster import ClusterSpec, NodeSpec
 from slurm_hase.sim.compare import account_comparison, account_table
 from slurm_hase.sim.engine import Sample, SimResult
 from slurm_hase.sim.metrics import (
@@ -14,8 +17,11 @@ from slurm_hase.sim.metrics import (
     jain,
     jain_over_time,
     jain_over_windows,
+    usable_runtime,
 )
 from slurm_hase.sim.simcluster import SimJob
+from slurm_hase.sim.simslurm import SimSlurm
+from slurm_hase.sim.throughput import load_throughputs
 from slurm_hase.sim.traces import TraceJob
 
 
@@ -170,3 +176,20 @@ def test_account_comparison_additions_sum_to_the_change_of_the_average() -> None
     assert account_table(["fifo", "late"], metrics).splitlines()[4].split()[-1] == "-"
     assert account_comparison(["fifo"], {"fifo": {"avg_jct_s": 1.0}}) == {}
     assert account_table(["fifo"], {"fifo": {"avg_jct_s": 1.0}}) == ""
+
+
+def test_rho_counts_the_types_a_feature_constraint_resolves_to(fixtures_dir: Path) -> None:
+    """A trace constraint naming a node feature ("volta") allows the types of the nodes that
+    carry it, for rho as for the simulated Slurm: it used to be read as a type name, found no
+    type and fell back to every type (the K80 too)."""
+    table = load_throughputs(fixtures_dir / "sim" / "gavel_throughputs_excerpt.json")
+    spec = ClusterSpec((NodeSpec("k80-1", "k80", 4, ("k80",), ("gpu",)),
+                        NodeSpec("v100-1", "v100", 4, ("v100", "volta"), ("gpu",))))
+    sim = SimSlurm(spec, table)
+    job = sim.add(TraceJob("1", 0.0, "a", "a", 1, 3600.0, 1.0, "ResNet-50 (batch size 64)",
+                           ("volta",)), 0.0)
+    assert sim.allowed_types(job) == ("v100",)
+    assert set(usable_runtime(job)) == {"v100"}
+    free = sim.add(TraceJob("2", 0.0, "a", "a", 1, 3600.0, 1.0, "ResNet-50 (batch size 64)"),
+                   0.0)
+    assert set(usable_runtime(free)) == {"k80", "v100"}
