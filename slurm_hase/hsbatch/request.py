@@ -17,13 +17,13 @@ ENV_NAMES: dict[str, str] = {
     "gpus": "SBATCH_GPUS",
     "gpus-per-node": "SBATCH_GPUS_PER_NODE",
     "gpus-per-task": "SBATCH_GPUS_PER_TASK",
+    "gpus-per-socket": "SBATCH_GPUS_PER_SOCKET",
     "gres": "SBATCH_GRES",
     "constraint": "SBATCH_CONSTRAINT",
     "partition": "SBATCH_PARTITION",
     "time": "SBATCH_TIMELIMIT",
     "clusters": "SBATCH_CLUSTERS",
-    "nodes": "SBATCH_NODES",
-}
+}  # sbatch 22.05 reads no SBATCH_NODES (nor any variable for --nodelist, --exclude, --hold)
 # read by sbatch as well, where the SBATCH_ one is unset (sbatch(1), INPUT ENVIRONMENT VARIABLES)
 ALSO_ENV: dict[str, str] = {"clusters": "SLURM_CLUSTERS"}
 

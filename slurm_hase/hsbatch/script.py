@@ -18,6 +18,8 @@ from slurm_hase.hsbatch.sbatch_opts import Opt
 MAX_SCRIPT_BYTES = 16 * 1024 * 1024
 MAX_HASE_LINE_BYTES = 1024
 SBATCH_MAGIC = "#SBATCH"
+# sbatch 22.05 still obeys the deprecated "#SLURM" (with an error line urging #SBATCH)
+SLURM_MAGIC = "#SLURM"
 PBS_MAGIC = "#PBS"  # sbatch reads these too (unless --ignore-pbs); hsbatch does not
 HASE_MAGIC = "#HASE"
 HET_WORDS = ("hetjob", "packjob")
@@ -89,6 +91,8 @@ def parse_header(text: str, label: str) -> Header:
         if line.startswith(PBS_MAGIC):
             head.pbs = True
         rest = _magic(line, SBATCH_MAGIC, blank=False)
+        if rest is None:
+            rest = _magic(line, SLURM_MAGIC, blank=False)
         if rest is not None:
             words = _words(rest)
             if words and words[0] in HET_WORDS:

@@ -1,0 +1,71 @@
+"""hsbatch reads a job's inputs as sbatch 22.05.8 reads them (each case checked against the real
+sbatch on the local cluster): deprecated ``#SLURM`` directives, the SBATCH_* variables sbatch
+reads and the ones it does not, and a script on stdin that is not UTF-8."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurm_hase.predict.descriptor import WorkloadDescriptor
+from slurm_hase.slurm.runner import SubprocessRunner
+from tests.unit.test_hsbatch_core import hsbatch, script
+
+
+def _comment(argv: list[str]) -> WorkloadDescriptor:
+    comment = next(a for a in argv if a.startswith("--comment="))
+    desc = WorkloadDescriptor.from_comment(comment.removeprefix("--comment="))
+    assert desc is not None
+    return desc
+
+
+@pytest.mark.parametrize(("line", "option"), [
+    ("#SLURM --constraint=t4\n", "--constraint"),  # sbatch: Features=t4, hsbatch's a100 won
+    ("#SLURM -C t4\n", "--constraint"),
+    ("#SLURM --comment=mine\n", "--comment"),  # the user's comment would have been replaced
+])
+def test_deprecated_slurm_directives_are_the_users(tmp_path: Path, line: str,
+                                                  option: str) -> None:
+    s = script(tmp_path, line + "#SBATCH -G 1 -t 10\n#HASE model=resnet50 iterations=2000\n")
+    r = hsbatch([s])
+    (argv, _), = r.calls
+    assert not any(a.startswith(option) for a in argv[:-1]), argv
+
+
+def test_deprecated_slurm_no_requeue_is_not_overridden(tmp_path: Path) -> None:
+    s = script(tmp_path, "#SLURM --no-requeue\n#SBATCH -G 1\n#HASE model=resnet50 "
+                         "checkpoint=yes\n")
+    r = hsbatch([s])
+    assert "--requeue" not in r.calls[0][0] and "with --no-requeue" in r.err
+
+
+def test_sbatch_nodes_is_not_read(tmp_path: Path) -> None:
+    # sbatch ignores SBATCH_NODES (NumNodes=1): the job is one node with two GPUs
+    s = script(tmp_path, "#SBATCH --gpus-per-node=2\n#HASE model=resnet50\n")
+    r = hsbatch([s], env={"SBATCH_NODES": "2"})
+    assert _comment(r.calls[0][0]).num_gpus == 2
+
+
+def test_sbatch_gpus_per_socket_asks_for_gpus(tmp_path: Path) -> None:
+    # sbatch reads it (TresPerSocket=gres:gpu:1): an untyped GPU job, which gets a constraint
+    s = script(tmp_path, "#SBATCH --sockets-per-node=1 -t 10\n#HASE model=resnet50 "
+                         "iterations=2000\n")
+    r = hsbatch([s], env={"SBATCH_GPUS_PER_SOCKET": "1"})
+    assert any(a.startswith("--constraint=") for a in r.calls[0][0]), r.calls
+
+
+def test_non_utf8_script_on_stdin_reaches_sbatch_byte_for_byte(tmp_path: Path) -> None:
+    """sbatch takes a Latin-1 script on stdin; hsbatch used to refuse it (exit 1)."""
+    got = tmp_path / "got.sh"
+    exe = tmp_path / "sbatch"
+    exe.write_text(f"#!/bin/sh\ncat > '{got}'\necho 'Submitted batch job 7'\n")
+    exe.chmod(0o755)
+    body = b"#!/bin/sh\n#SBATCH -G 1\n#HASE model=resnet50\necho caf\xe9 \xff\n"
+    (tmp_path / "in.sh").write_bytes(body)
+    runner = SubprocessRunner({"HSBATCH_SBATCH": str(exe)})
+    r = runner.run(["/bin/sh", "-c", f"'{sys.executable}' -m slurm_hase.hsbatch.cli "
+                    f"--hase-no-constraint < '{tmp_path / 'in.sh'}'"], timeout_s=60)
+    assert (r.returncode, r.stdout) == (0, "Submitted batch job 7\n"), r.stderr
+    assert got.read_bytes() == body
