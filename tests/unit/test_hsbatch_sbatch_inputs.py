@@ -69,3 +69,13 @@ def test_non_utf8_script_on_stdin_reaches_sbatch_byte_for_byte(tmp_path: Path) -
                     f"--hase-no-constraint < '{tmp_path / 'in.sh'}'"], timeout_s=60)
     assert (r.returncode, r.stdout) == (0, "Submitted batch job 7\n"), r.stderr
     assert got.read_bytes() == body
+
+
+def test_qos_value_is_not_the_script(tmp_path: Path) -> None:
+    # sbatch took the job; hsbatch passed --hase-model on to sbatch (exit 255, job lost)
+    s = script(tmp_path, "#SBATCH -G 1\n")
+    r = hsbatch(["-q", "normal", "--hase-model=resnet50", s])
+    (argv, _), = r.calls
+    assert argv[1].startswith("--comment=") and argv[-3:] == ["-q", "normal", s]
+    r = hsbatch(["-qnormal", script(tmp_path, "#SBATCH -G 1\n#HASE model=resnet50\n")])
+    assert r.calls[0][0][1].startswith("--comment=")
