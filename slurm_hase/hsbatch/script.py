@@ -21,6 +21,7 @@ SBATCH_MAGIC = "#SBATCH"
 # sbatch 22.05 still obeys the deprecated "#SLURM" (with an error line urging #SBATCH)
 SLURM_MAGIC = "#SLURM"
 PBS_MAGIC = "#PBS"  # sbatch reads these too (unless --ignore-pbs); hsbatch does not
+BSUB_MAGIC = "#BSUB"  # LSF's, read by sbatch as it reads #PBS (-q is the partition)
 HASE_MAGIC = "#HASE"
 HET_WORDS = ("hetjob", "packjob")
 
@@ -44,7 +45,7 @@ class Header:
         self.hase: list[HaseLine] = []
         self.late_hase: list[int] = []  # line numbers of ignored #HASE lines
         self.het = False
-        self.pbs = False  # #PBS directives in the header: sbatch reads them, hsbatch cannot
+        self.pbs = False  # #PBS/#BSUB directives in the header: sbatch reads them, hsbatch not
 
 
 def _magic(line: str, magic: str, *, blank: bool = True) -> str | None:
@@ -88,7 +89,7 @@ def parse_header(text: str, label: str) -> Header:
             continue
         if not in_header:
             continue
-        if line.startswith(PBS_MAGIC):
+        if line.startswith((PBS_MAGIC, BSUB_MAGIC)):
             head.pbs = True
         rest = _magic(line, SBATCH_MAGIC, blank=False)
         if rest is None:

@@ -79,3 +79,16 @@ def test_qos_value_is_not_the_script(tmp_path: Path) -> None:
     assert argv[1].startswith("--comment=") and argv[-3:] == ["-q", "normal", s]
     r = hsbatch(["-qnormal", script(tmp_path, "#SBATCH -G 1\n#HASE model=resnet50\n")])
     assert r.calls[0][0][1].startswith("--comment=")
+
+
+@pytest.mark.parametrize(("header", "argv"), [
+    ("#BSUB -q debug\n", []), ("#PBS -q debug\n", []), ("#BSUB -q debug\n", ["--ignore-pbs"])])
+def test_bsub_directives_are_read_by_sbatch_like_pbs(tmp_path: Path, header: str,
+                                                     argv: list[str]) -> None:
+    """'#BSUB -q debug' puts the job in partition debug (t4 only; sbatch 22.05 reads #BSUB as
+    it reads #PBS, unless --ignore-pbs): hsbatch judged partition gpu, added --constraint=a100
+    and sbatch refused that try (a FAILED job in accounting, then a second submission)."""
+    s = script(tmp_path, header + "#SBATCH -G 1 -t 10\n#HASE model=resnet50 iterations=2000\n")
+    r = hsbatch([*argv, s])
+    (sb_argv, _), = r.calls
+    assert any(a.startswith("--constraint=") for a in sb_argv) is bool(argv), sb_argv
