@@ -156,19 +156,42 @@ def keep_copy(data: bytes) -> str:
     return path
 
 
+def inherited_fd(value: str) -> int | None:
+    """The open descriptor `--export-file=N` names (sbatch reads a number of at least 3 that
+    is an open descriptor as one, else as a file name), or None."""
+    if not value.isdigit() or int(value) < 3:
+        return None
+    try:
+        os.fstat(int(value))
+    except (OSError, OverflowError):
+        return None
+    return int(value)
+
+
+def read_fd(fd: int) -> bytes | None:
+    """The rest of descriptor `fd` (left open), or None if it cannot be read."""
+    try:
+        with open(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
 # options whose file sbatch itself reads when it submits (not on the compute node)
 READ_AT_SUBMIT = ("nodefile", "export-file")
 
 
 def readable_again(argv: Sequence[str], opts: Sequence[Opt], copies: list[str]) -> list[str]:
     """`argv` with the file of each READ_AT_SUBMIT option that can be read only once (the
-    /dev/fd/N of `--nodefile=<(...)`, which sbatch's process would not even have open) replaced
+    /dev/fd/N of `--nodefile=<(...)`, which sbatch's process would not even have open), and the
+    descriptor of `--export-file=N` (sbatch's only inherits stdin, stdout and stderr), replaced
     by a private copy (added to `copies`, for the caller to remove)."""
     out = list(argv)
     for o in opts:
         if o.name not in READ_AT_SUBMIT or not o.value:
             continue
-        once = read_once(o.value)
+        fd = inherited_fd(o.value) if o.name == "export-file" else None
+        once = read_fd(fd) if fd is not None else read_once(o.value)
         if once is None:
             continue
         copies.append(keep_copy(once))

@@ -4,14 +4,17 @@ reads and the ones it does not, and a script on stdin that is not UTF-8."""
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from slurm_hase.predict.descriptor import WorkloadDescriptor
-from slurm_hase.slurm.runner import SubprocessRunner
-from tests.unit.test_hsbatch_core import hsbatch, script
+from slurm_hase.slurm.runner import CommandResult, SubprocessRunner
+from tests.unit.test_hsbatch_core import FakeRunner, hsbatch, script
 
 
 def _comment(argv: list[str]) -> WorkloadDescriptor:
@@ -92,3 +95,40 @@ def test_bsub_directives_are_read_by_sbatch_like_pbs(tmp_path: Path, header: str
     r = hsbatch([*argv, s])
     (sb_argv, _), = r.calls
     assert any(a.startswith("--constraint=") for a in sb_argv) is bool(argv), sb_argv
+
+
+class ReadsExportFile(FakeRunner):
+    """Keeps what the --export-file sbatch is given holds while sbatch runs."""
+
+    seen: bytes | None = None
+
+    def run(self, argv: Sequence[str], **kw: Any) -> CommandResult:
+        words = list(argv)
+        for i, w in enumerate(words):
+            path = (w.removeprefix("--export-file=") if w.startswith("--export-file=")
+                    else words[i + 1] if w == "--export-file" else None)
+            if path is not None:
+                self.seen = Path(path).read_bytes()
+        return super().run(argv, **kw)
+
+
+@pytest.mark.parametrize("form", ["--export-file={}", "--export-file {}"])
+def test_export_file_descriptor_reaches_sbatch(tmp_path: Path, form: str) -> None:
+    """`sbatch --export-file=3 ... 3<envfile` reads the environment from descriptor 3; sbatch
+    run by hsbatch inherits only 0-2 and failed ('Could not open user environment file 3',
+    exit 1). sbatch now gets a copy of what the descriptor holds."""
+    envfile = tmp_path / "env"
+    envfile.write_bytes(b"A=1\0B=2\0")
+    runner = ReadsExportFile()
+    fd = os.open(envfile, os.O_RDONLY)
+    try:
+        r = hsbatch([*form.format(fd).split(), "--wrap=true"], runner=runner)
+    finally:
+        os.close(fd)
+    assert r.code == 0 and runner.seen == b"A=1\0B=2\0", r.calls
+
+
+def test_export_file_number_that_is_no_descriptor_is_a_file_name() -> None:
+    # sbatch opens a file of that name when no such descriptor is open
+    r = hsbatch(["--export-file=987654", "--wrap=true"])
+    assert r.calls[0][0] == ["sbatch", "--export-file=987654", "--wrap=true"]
