@@ -4,6 +4,7 @@ reads and the ones it does not, and a script on stdin that is not UTF-8."""
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from slurm_hase.hsbatch.core import Deps, Io, run
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.slurm.runner import CommandResult, SubprocessRunner
 from tests.unit.test_hsbatch_core import FakeRunner, hsbatch, script
@@ -132,3 +134,21 @@ def test_export_file_number_that_is_no_descriptor_is_a_file_name() -> None:
     # sbatch opens a file of that name when no such descriptor is open
     r = hsbatch(["--export-file=987654", "--wrap=true"])
     assert r.calls[0][0] == ["sbatch", "--export-file=987654", "--wrap=true"]
+
+
+@pytest.mark.parametrize(("argv", "to_sbatch"), [
+    (["-t"], ["-t"]), (["-J", "x", "--time"], ["-J", "x", "--time"]),
+    (["--hase-model=resnet50", "-G"], ["-G"])])
+def test_option_missing_its_value_goes_to_sbatch_without_reading_stdin(
+        argv: list[str], to_sbatch: list[str]) -> None:
+    """`hsbatch -t` at a terminal: sbatch says 'option requires an argument' at once (exit 255);
+    hsbatch first read stdin to its end (it waited for Ctrl-D) and only then ran sbatch."""
+    def no_stdin() -> str:
+        raise AssertionError("stdin read")
+
+    runner = FakeRunner(CommandResult(("sbatch",), 255, "", "sbatch: option requires an "
+                                      "argument -- 't'\n"))
+    out, err = io.StringIO(), io.StringIO()
+    code = run(argv, Io(no_stdin, out, err, {}), Deps(runner=runner))
+    assert code == 255 and runner.calls == [(["sbatch", *to_sbatch], None)]
+    assert err.getvalue() == "sbatch: option requires an argument -- 't'\n"
