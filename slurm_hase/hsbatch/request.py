@@ -133,11 +133,11 @@ def requeue_choice(cli: Scan, env: Mapping[str, str], script: Scan) -> bool | No
     """True for --requeue, False for --no-requeue, None when neither is given anywhere
     (command line > SBATCH_REQUEUE/SBATCH_NO_REQUEUE > #SBATCH, the last one in a source wins)."""
     for source in (cli, None, script):
-        if source is None:
-            if "SBATCH_NO_REQUEUE" in env:
-                return False
+        if source is None:  # both set: sbatch 22.05 reads SBATCH_REQUEUE last (Requeue=1)
             if "SBATCH_REQUEUE" in env:
                 return True
+            if "SBATCH_NO_REQUEUE" in env:
+                return False
             continue
         last = [o.name for o in source.opts if o.name in ("requeue", "no-requeue")]
         if last:

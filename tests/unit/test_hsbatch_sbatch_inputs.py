@@ -152,3 +152,11 @@ def test_option_missing_its_value_goes_to_sbatch_without_reading_stdin(
     code = run(argv, Io(no_stdin, out, err, {}), Deps(runner=runner))
     assert code == 255 and runner.calls == [(["sbatch", *to_sbatch], None)]
     assert err.getvalue() == "sbatch: option requires an argument -- 't'\n"
+
+
+def test_sbatch_requeue_wins_over_sbatch_no_requeue(tmp_path: Path) -> None:
+    """Both set: sbatch submits a requeueable job (Requeue=1), so checkpoint=yes needs no
+    warning that Slurm may not requeue it."""
+    s = script(tmp_path, "#SBATCH -G 1\n#HASE model=resnet50 checkpoint=yes\n")
+    r = hsbatch([s], env={"SBATCH_REQUEUE": "1", "SBATCH_NO_REQUEUE": "1"})
+    assert "no-requeue" not in r.err and "--requeue" not in r.calls[0][0]
