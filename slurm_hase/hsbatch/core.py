@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from slurm_hase.errors import DescriptorError, SlurmCommandError, SlurmError
 from slurm_hase.hsbatch.argv import HaseOptions, split_argv
-from slurm_hase.hsbatch.sbatch_opts import Scan
+from slurm_hase.hsbatch.sbatch_opts import LONG_OPTIONS, REQUIRED, Scan
 from slurm_hase.hsbatch.script import (
     Header,
     keep_copy,
@@ -144,6 +144,10 @@ def _run(argv: Sequence[str], io: Io, deps: Deps, copies: list[str]) -> int:
             copies.append(keep_copy(once))
             sb_argv = [*sb_argv[:sc.script_index], copies[-1], *sb_argv[sc.script_index + 1:]]
             text = once.decode("utf-8", "replace")
+    elif not sc.has("wrap") and _value_missing(sc):
+        # sbatch refuses it at once ("option requires an argument"), before reading stdin:
+        # hsbatch must not wait for a script on stdin first (a terminal would seem to hang)
+        return _sbatch(deps, sb_argv, None, io)
     elif not sc.has("wrap") and (unknown := _unknown_options(sc)):
         # sbatch decides: it refuses a bad option before reading any script, or reads stdin
         # itself for an option newer than hsbatch's table (the job goes as it is)
@@ -151,14 +155,9 @@ def _run(argv: Sequence[str], io: Io, deps: Deps, copies: list[str]) -> int:
                      "sbatch as it is, without a workload description\n")
         return _sbatch(deps, sb_argv, None, io)
     elif not sc.has("wrap"):
+        # bytes that are not UTF-8 stay as surrogates and reach sbatch as they came (runner.py)
         stdin_text = text = io.read_stdin()
         label = "stdin"
-        try:
-            stdin_text.encode("utf-8")
-        except UnicodeEncodeError:
-            io.err.write("hsbatch: error: the script on stdin is not UTF-8 text; pass it as a "
-                         "file instead; nothing submitted\n")
-            return 1
     try:
         header = parse_header(text, label) if text is not None else Header()
         req = None
@@ -190,6 +189,11 @@ def _run(argv: Sequence[str], io: Io, deps: Deps, copies: list[str]) -> int:
 def _unknown_options(sc: Scan) -> list[str]:
     """The options of `sc` sbatch's table does not hold (as typed, with their dashes)."""
     return [("--" if len(o.name) > 1 else "-") + o.name for o in sc.opts if not o.known]
+
+
+def _value_missing(sc: Scan) -> bool:
+    """Whether the last word is an option that needs a value (sbatch's usage error)."""
+    return any(o.value is None and LONG_OPTIONS.get(o.name) == REQUIRED for o in sc.opts)
 
 
 def _described(hopts: HaseOptions, header: Header) -> bool:

@@ -17,13 +17,13 @@ ENV_NAMES: dict[str, str] = {
     "gpus": "SBATCH_GPUS",
     "gpus-per-node": "SBATCH_GPUS_PER_NODE",
     "gpus-per-task": "SBATCH_GPUS_PER_TASK",
+    "gpus-per-socket": "SBATCH_GPUS_PER_SOCKET",
     "gres": "SBATCH_GRES",
     "constraint": "SBATCH_CONSTRAINT",
     "partition": "SBATCH_PARTITION",
     "time": "SBATCH_TIMELIMIT",
     "clusters": "SBATCH_CLUSTERS",
-    "nodes": "SBATCH_NODES",
-}
+}  # sbatch 22.05 reads no SBATCH_NODES (nor any variable for --nodelist, --exclude, --hold)
 # read by sbatch as well, where the SBATCH_ one is unset (sbatch(1), INPUT ENVIRONMENT VARIABLES)
 ALSO_ENV: dict[str, str] = {"clusters": "SLURM_CLUSTERS"}
 
@@ -133,11 +133,11 @@ def requeue_choice(cli: Scan, env: Mapping[str, str], script: Scan) -> bool | No
     """True for --requeue, False for --no-requeue, None when neither is given anywhere
     (command line > SBATCH_REQUEUE/SBATCH_NO_REQUEUE > #SBATCH, the last one in a source wins)."""
     for source in (cli, None, script):
-        if source is None:
-            if "SBATCH_NO_REQUEUE" in env:
-                return False
+        if source is None:  # both set: sbatch 22.05 reads SBATCH_REQUEUE last (Requeue=1)
             if "SBATCH_REQUEUE" in env:
                 return True
+            if "SBATCH_NO_REQUEUE" in env:
+                return False
             continue
         last = [o.name for o in source.opts if o.name in ("requeue", "no-requeue")]
         if last:

@@ -67,7 +67,7 @@ SHORT_TO_LONG: dict[str, str] = {
     "s": "oversubscribe", "S": "core-spec", "t": "time", "v": "verbose", "V": "version",
     "w": "nodelist", "W": "wait", "x": "exclude",
 }
-SHORT_REQUIRED: frozenset[str] = frozenset("abcdeimnoptwxABCDFGJLMNS")
+SHORT_REQUIRED: frozenset[str] = frozenset("abcdeimnopqtwxABCDFGJLMNS")
 SHORT_OPTIONAL: frozenset[str] = frozenset("k")
 
 HASE_PREFIX = "hase-"

@@ -18,7 +18,10 @@ from slurm_hase.hsbatch.sbatch_opts import Opt
 MAX_SCRIPT_BYTES = 16 * 1024 * 1024
 MAX_HASE_LINE_BYTES = 1024
 SBATCH_MAGIC = "#SBATCH"
+# sbatch 22.05 still obeys the deprecated "#SLURM" (with an error line urging #SBATCH)
+SLURM_MAGIC = "#SLURM"
 PBS_MAGIC = "#PBS"  # sbatch reads these too (unless --ignore-pbs); hsbatch does not
+BSUB_MAGIC = "#BSUB"  # LSF's, read by sbatch as it reads #PBS (-q is the partition)
 HASE_MAGIC = "#HASE"
 HET_WORDS = ("hetjob", "packjob")
 
@@ -42,7 +45,7 @@ class Header:
         self.hase: list[HaseLine] = []
         self.late_hase: list[int] = []  # line numbers of ignored #HASE lines
         self.het = False
-        self.pbs = False  # #PBS directives in the header: sbatch reads them, hsbatch cannot
+        self.pbs = False  # #PBS/#BSUB directives in the header: sbatch reads them, hsbatch not
 
 
 def _magic(line: str, magic: str, *, blank: bool = True) -> str | None:
@@ -86,9 +89,11 @@ def parse_header(text: str, label: str) -> Header:
             continue
         if not in_header:
             continue
-        if line.startswith(PBS_MAGIC):
+        if line.startswith((PBS_MAGIC, BSUB_MAGIC)):
             head.pbs = True
         rest = _magic(line, SBATCH_MAGIC, blank=False)
+        if rest is None:
+            rest = _magic(line, SLURM_MAGIC, blank=False)
         if rest is not None:
             words = _words(rest)
             if words and words[0] in HET_WORDS:
@@ -151,19 +156,42 @@ def keep_copy(data: bytes) -> str:
     return path
 
 
+def inherited_fd(value: str) -> int | None:
+    """The open descriptor `--export-file=N` names (sbatch reads a number of at least 3 that
+    is an open descriptor as one, else as a file name), or None."""
+    if not value.isdigit() or int(value) < 3:
+        return None
+    try:
+        os.fstat(int(value))
+    except (OSError, OverflowError):
+        return None
+    return int(value)
+
+
+def read_fd(fd: int) -> bytes | None:
+    """The rest of descriptor `fd` (left open), or None if it cannot be read."""
+    try:
+        with open(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
 # options whose file sbatch itself reads when it submits (not on the compute node)
 READ_AT_SUBMIT = ("nodefile", "export-file")
 
 
 def readable_again(argv: Sequence[str], opts: Sequence[Opt], copies: list[str]) -> list[str]:
     """`argv` with the file of each READ_AT_SUBMIT option that can be read only once (the
-    /dev/fd/N of `--nodefile=<(...)`, which sbatch's process would not even have open) replaced
+    /dev/fd/N of `--nodefile=<(...)`, which sbatch's process would not even have open), and the
+    descriptor of `--export-file=N` (sbatch's only inherits stdin, stdout and stderr), replaced
     by a private copy (added to `copies`, for the caller to remove)."""
     out = list(argv)
     for o in opts:
         if o.name not in READ_AT_SUBMIT or not o.value:
             continue
-        once = read_once(o.value)
+        fd = inherited_fd(o.value) if o.name == "export-file" else None
+        once = read_fd(fd) if fd is not None else read_once(o.value)
         if once is None:
             continue
         copies.append(keep_copy(once))

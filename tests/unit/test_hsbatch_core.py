@@ -237,9 +237,10 @@ def test_script_from_stdin_is_passed_exactly() -> None:
     assert stdin == text and argv[-1] == "-H" and argv[1].startswith("--comment=")
 
 
-def test_non_utf8_stdin_is_refused_not_mangled() -> None:
-    r = hsbatch([], stdin=b"#!/bin/sh\necho \xff\n".decode("utf-8", "surrogateescape"))
-    assert r.code == 1 and r.calls == [] and "not UTF-8" in r.err
+def test_non_utf8_stdin_is_passed_not_refused() -> None:
+    text = b"#!/bin/sh\necho \xff\n".decode("utf-8", "surrogateescape")
+    r = hsbatch([], stdin=text)
+    assert r.code == 0 and r.calls == [(["sbatch"], text)] and r.err == ""
 
 
 def test_test_only_and_wrap_add_nothing(tmp_path: Path) -> None:
