@@ -252,6 +252,15 @@ def _entitlements(accounts: Mapping[str, UsageRow], shares: Mapping[str, float])
             f"Jain's index uses {BY_HOURS} instead"]
 
 
+def _unentitled_use(accounts: Mapping[str, UsageRow], used: Sequence[str]) -> str:
+    """The warning for accounts with GPU time but no share: Jain's index (over ratios) cannot
+    see them, so a 0-share account taking most GPUs leaves it at 1.000."""
+    total = 100 * sum(accounts[a].share for a in used)
+    which = "which has" if len(used) == 1 else "which have"
+    return (f"Jain's index leaves out {', '.join(used)}, {which} jobs but no share and used "
+            f"{total:.1f}% of the normalised GPU-hours: the index does not show that use")
+
+
 def fairness_report(
     records: Iterable[AccountingRecord],
     *,
@@ -303,6 +312,8 @@ def fairness_report(
             warnings.append(f"Jain's index is taken over one account only: "
                             f"{', '.join(left_out)} {'has' if len(left_out) == 1 else 'have'} "
                             f"jobs but no share, so the 1.000 says nothing of fairness")
+        elif used := [a for a in left_out if accounts[a].share > 0]:
+            warnings.append(_unentitled_use(accounts, used))
     else:
         basis = BY_HOURS
         values = [r.norm_gpu_hours for r in accounts.values()]

@@ -251,3 +251,17 @@ def test_an_mps_share_counts_against_one_gpu_of_its_node() -> None:
     assert job_gpus(job, {"big-1": "a100"}) == {"a100": 2.0}  # without the nodes: 100 per GPU
     rep = fairness_report([job], node_types={"big-1": "a100"}, node_mps=node_mps_per_gpu(nodes))
     assert rep.accounts[0].gpu_hours == {"a100": pytest.approx(1.0)}
+
+
+def test_jain_warns_of_accounts_it_leaves_out_that_used_gpus() -> None:
+    # hog has share 0 and takes 90% of the GPU time; b and c split the rest evenly: their ratios
+    # are equal, so the index (over ratios) is 1.000 and alone reads as perfectly fair
+    records = [rec("1", "hog", "h", {"a100": 1}, 9 * 3600), rec("2", "b", "x", {"a100": 1}, 1800),
+               rec("3", "c", "y", {"a100": 1}, 1800)]
+    rep = fairness_report(records, speed_weights={"a100": 1}, shares={"hog": 0, "b": 1, "c": 1})
+    assert rep.jain_index == pytest.approx(1.0)
+    assert rep.warnings == ["Jain's index leaves out hog, which has jobs but no share and used "
+                            "90.0% of the normalised GPU-hours: the index does not show that use"]
+    # an account left out that used no GPU time changes nothing: no warning
+    idle = [*records[1:], rec("4", "z", "w", {}, 0, start=None)]
+    assert fairness_report(idle, shares={"b": 1, "c": 1}).warnings == []
