@@ -249,3 +249,17 @@ def test_usage_for_one_user(capture: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert none.exit_code == 0
     assert none.stderr == "hase: warning: --user zed has no jobs in this window (users with jobs: root)\n"
     assert "teama" not in none.stdout
+
+
+def test_plot_of_a_report_without_gpu_time_warns_nothing(tmp_path: Path) -> None:
+    # a window with no GPU time (no jobs, or only pending ones) has no bars to label: matplotlib's
+    # "No artists with labels found to put in legend" UserWarning reached the terminal
+    pytest.importorskip("matplotlib")
+    import warnings
+
+    from slurm_hase.reports.fairness import fairness_report
+    from slurm_hase.reports.plot import plot_report
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert plot_report(fairness_report([]), tmp_path / "empty.png").exists()
