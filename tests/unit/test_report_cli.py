@@ -263,3 +263,25 @@ def test_plot_of_a_report_without_gpu_time_warns_nothing(tmp_path: Path) -> None
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert plot_report(fairness_report([]), tmp_path / "empty.png").exists()
+
+
+def test_user_warning_under_account_says_where_it_looked(monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
+    # bob has a job in the window, in teamb; --account teama keeps teama's rows only, and the
+    # warning said bob "has no jobs in this window", as if --user bob were a typo
+    from slurm_hase.cli import report_cmd
+    from slurm_hase.slurm.types import AccountingRecord, JobState
+
+    def job(job_id: str, account: str, user: str) -> AccountingRecord:
+        return AccountingRecord(job_id=job_id, name="j", account=account, user=user,
+                                state=JobState.COMPLETED, submit_time=100, start_time=100,
+                                end_time=3700, elapsed_s=3600, alloc_gpus={"a100": 1},
+                                alloc_tres={"gres/gpu:a100": "1"}, nodes="n1")
+
+    records = [job("1", "teama", "alice"), job("2", "teamb", "bob")]
+    monkeypatch.setattr(report_cmd, "_from_file", lambda path: report_cmd.Inputs(records, None, {}))
+    res = CliRunner().invoke(cli, ["report", "usage", "--input", str(tmp_path / "x.json"),
+                                   "--account", "teama", "--user", "bob"])
+    assert res.exit_code == 0, res.output
+    assert res.stderr == ("hase: warning: --user bob has no jobs in --account teama in this "
+                          "window (users with jobs there: alice)\n")
