@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from slurm_hase.errors import ConfigError
+from slurm_hase.slurm import hostlist
 from slurm_hase.slurm.tres import mps_from_tres
 from slurm_hase.slurm.types import AccountingRecord, JobState, Node
 
@@ -27,6 +28,7 @@ BY_RATIO = "share/entitlement"
 BY_HOURS = "normalised GPU-hours"
 _RUNNING = frozenset({JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING})
 _REQUEUE_CAUSES = frozenset({JobState.PREEMPTED, JobState.NODE_FAIL})
+_V = TypeVar("_V")
 REQUEUE_GAP_S = 600  # most seconds from a run's end to the requeued job's next submit time
 
 
@@ -41,10 +43,23 @@ def job_gpus(rec: AccountingRecord, node_types: Mapping[str, str] | None = None,
         out[key] = out.get(key, 0.0) + float(count)
     mps = mps_from_tres(rec.alloc_tres)
     if mps > 0 and not rec.alloc_gpus:
-        key = (node_types or {}).get(rec.nodes, MPS_UNKNOWN)
-        per_gpu = (node_mps or {}).get(rec.nodes, mps_per_gpu)
+        key = _same_on_all(rec.nodes, node_types or {}) or MPS_UNKNOWN
+        per_gpu = _same_on_all(rec.nodes, node_mps or {}) or mps_per_gpu
         out[key] = out.get(key, 0.0) + mps / float(per_gpu)
     return out
+
+
+def _same_on_all(nodes: str, by_node: Mapping[str, _V]) -> _V | None:
+    """The value every node of a NodeList (``a100-[1-2]``: AllocTRES counts a job's MPS over
+    all its nodes) has in `by_node`; None when one lacks it, they differ, or it does not read."""
+    if nodes in by_node:
+        return by_node[nodes]
+    try:
+        names = hostlist.expand(nodes) if nodes else []
+    except ValueError:
+        return None
+    values = {by_node.get(n) for n in names}
+    return next(iter(values)) if len(values) == 1 else None
 
 
 def started(rec: AccountingRecord) -> bool:

@@ -265,3 +265,15 @@ def test_jain_warns_of_accounts_it_leaves_out_that_used_gpus() -> None:
     # an account left out that used no GPU time changes nothing: no warning
     idle = [*records[1:], rec("4", "z", "w", {}, 0, start=None)]
     assert fairness_report(idle, shares={"b": 1, "c": 1}).warnings == []
+
+
+def test_an_mps_share_over_several_nodes_counts_under_their_type() -> None:
+    # AllocTRES counts a job's MPS over all its nodes (gres/mps=400 on two nodes of one GPU's
+    # 200 each = 2 GPUs); the NodeList is a hostlist, which matched no node and fell back to
+    # the `mps` type and 100 MPS per GPU (4 GPUs)
+    job = rec("1", "a", "u", {}, 3600, mps=400, node="big-[1-2]")
+    types, per_gpu = {"big-1": "a100", "big-2": "a100"}, {"big-1": 200, "big-2": 200}
+    assert job_gpus(job, types, node_mps=per_gpu) == {"a100": pytest.approx(2.0)}
+    # nodes of two types (or one the map lacks): no one type to name, as before
+    assert job_gpus(job, {"big-1": "a100", "big-2": "v100"}) == {"mps": pytest.approx(4.0)}
+    assert job_gpus(rec("2", "a", "u", {}, 60, mps=50, node="big-[1-3]"), types) == {"mps": 0.5}
