@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
 
 from slurm_hase.errors import ConfigError
+from slurm_hase.reports.queue import array_tasks
 from slurm_hase.slurm import hostlist
 from slurm_hase.slurm.tres import mps_from_tres
 from slurm_hase.slurm.types import AccountingRecord, JobState, Node
@@ -235,10 +236,12 @@ class FairnessReport:
 
 def _add(row: UsageRow, runs: Sequence[AccountingRecord], hours: Mapping[str, float],
          weights: Mapping[str, float]) -> None:
-    """Add one job (all its runs) to a row: one job, the GPU-hours of every run."""
-    row.jobs += 1
+    """Add one job (all its runs) to a row: one job (a pending array: its tasks), the GPU-hours
+    of every run."""
+    count = max(array_tasks(r.job_id) for r in runs)
+    row.jobs += count
     if any(r.state is JobState.PENDING for r in runs):
-        row.pending_now += 1
+        row.pending_now += count
     elif not any(started(r) for r in runs):
         row.never_started += 1
     elif (wait := job_wait(runs)) is not None:

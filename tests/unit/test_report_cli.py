@@ -33,7 +33,7 @@ def test_usage_table(capture: Path) -> None:
     lines = res.output.splitlines()
     assert lines[0].split() == ["account/user", "jobs", "pending", "unstarted", "a100", "h", "t4", "h",
                                 "v100", "h", "GPU", "h", "norm", "h", "wait"]
-    assert lines[2].split()[:4] == ["teama", "6", "1", "0"]  # the pending array, nothing cancelled
+    assert lines[2].split()[:4] == ["teama", "8", "3", "0"]  # the array's 3 pending tasks, nothing cancelled
     assert any(ln.split()[:1] == ["root"] for ln in lines)
 
 
