@@ -243,7 +243,7 @@ def _add(row: UsageRow, runs: Sequence[AccountingRecord], hours: Mapping[str, fl
     if any(r.state is JobState.PENDING for r in runs):
         row.pending_now += count
     elif not any(started(r) for r in runs):
-        row.never_started += 1
+        row.never_started += count
     elif (wait := job_wait(runs)) is not None:
         row._waits.append(wait)
     for gpu_type, h in hours.items():

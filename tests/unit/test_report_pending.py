@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,10 @@ def test_a_pending_array_counts_its_tasks() -> None:
                                state=JobState.PENDING, submit_time=0)
     [row] = fairness_report([pending]).accounts
     assert (row.jobs, row.pending_now) == (3, 3)
+    # cancelled before any task ran: sacct keeps the one record, now CANCELLED; 3 unstarted jobs
+    cancelled = replace(pending, state=JobState.CANCELLED, end_time=5)
+    [row] = fairness_report([cancelled]).accounts
+    assert (row.jobs, row.pending_now, row.never_started) == (3, 0, 3)
 
 
 def test_saved_json_names_a_pending_array_as_sacct_does(fixtures_dir: Path) -> None:
