@@ -295,7 +295,7 @@ def usage_cmd(since: str | None, until: str | None, accounts: str, weights: str,
     full = rep.as_dict()
     data = {k: full[k] for k in ("window", "gpu_types", "speed_weights", "defaulted_weights",
                                  "total_gpu_hours", "total_norm_gpu_hours", "accounts", "users",
-                                 "only_accounts")}
+                                 "only_accounts", "only_users")}
     _emit(rep, usage_table(rep, sorted(wanted)), data, as_json, plot_path)
 
 

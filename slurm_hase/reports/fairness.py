@@ -215,6 +215,7 @@ class FairnessReport:
     defaulted_weights: list[str] = field(default_factory=list)  # types weighed 1.0 for lack of a weight
     warnings: list[str] = field(default_factory=list)  # e.g. why Jain's index fell back to BY_HOURS
     only_accounts: list[str] = field(default_factory=list)  # rows shown (only_accounts); [] = all
+    only_users: list[str] = field(default_factory=list)  # users shown (only_users); [] = all
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready view."""
@@ -231,6 +232,7 @@ class FairnessReport:
             "users": [r.as_dict() for r in self.users],
             "warnings": self.warnings,
             "only_accounts": self.only_accounts,
+            "only_users": self.only_users,
         }
 
 
@@ -375,4 +377,5 @@ def only_users(report: FairnessReport, users: Iterable[str]) -> FairnessReport:
     mine = [u for u in report.users if u.user in wanted]
     accounts = {u.account for u in mine}
     return replace(report, users=mine, accounts=[a for a in report.accounts
-                                                  if a.account in accounts])
+                                                  if a.account in accounts],
+                   only_users=sorted(wanted))

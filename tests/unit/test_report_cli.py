@@ -245,6 +245,9 @@ def test_usage_for_one_user(capture: Path, monkeypatch: pytest.MonkeyPatch) -> N
                                    "--user", "me"])
     assert res.exit_code == 0 and res.stderr == ""
     assert json.loads(res.stdout)["accounts"] == every["accounts"]
+    # the text says its totals are not only root's rows; the JSON says whose rows it kept, as
+    # only_accounts does for --account (it did not: totals beside rows that do not add up)
+    assert (json.loads(res.stdout)["only_users"], every["only_users"]) == (["root"], [])
     none = CliRunner().invoke(cli, ["report", "usage", "--input", str(capture), "--user", "zed"])
     assert none.exit_code == 0
     assert none.stderr == "hase: warning: --user zed has no jobs in this window (users with jobs: root)\n"
