@@ -199,16 +199,18 @@ def build_report(since: str | None, until: str | None, accounts: str, weights: s
 
 
 def _warn_without_jobs(option: str, wanted: set[str], with_jobs: set[str],
-                      known: Collection[str] | None = None) -> None:
+                      known: Collection[str] | None = None, within: str = "") -> None:
     """A `hase: warning:` line per --account/--user value that has no job in the window (a
     typo, or someone quiet), saying whether Slurm knows it at all when `known` can tell; the
-    report itself goes on."""
+    report itself goes on. `within`: the --account value `with_jobs` was limited to."""
     have = ", ".join(sorted(with_jobs)) or "none"
     noun = option.removeprefix("--")
+    where = f" in --account {within}" if within else ""
     for name in sorted(wanted - with_jobs):
         why = (f"is not an {noun} Slurm knows" if known is not None and name not in known
-               else "has no jobs in this window")
-        click.echo(f"hase: warning: {option} {name} {why} ({noun}s with jobs: {have})", err=True)
+               else f"has no jobs{where} in this window")
+        click.echo(f"hase: warning: {option} {name} {why} ({noun}s with jobs"
+                   f"{' there' if where else ''}: {have})", err=True)
 
 
 def _options(func: Callable[..., None]) -> Callable[..., None]:
@@ -286,12 +288,14 @@ def usage_cmd(since: str | None, until: str | None, accounts: str, weights: str,
     if wanted:
         from slurm_hase.reports.fairness import only_users
 
-        _warn_without_jobs("--user", wanted, {u.user for u in rep.users if u.user})
+        # rep.users are --account's only: say so, a user with jobs elsewhere is no typo
+        _warn_without_jobs("--user", wanted, {u.user for u in rep.users if u.user},
+                           within=",".join(rep.only_accounts))
         rep = only_users(rep, wanted)
     full = rep.as_dict()
     data = {k: full[k] for k in ("window", "gpu_types", "speed_weights", "defaulted_weights",
                                  "total_gpu_hours", "total_norm_gpu_hours", "accounts", "users",
-                                 "only_accounts")}
+                                 "only_accounts", "only_users")}
     _emit(rep, usage_table(rep, sorted(wanted)), data, as_json, plot_path)
 
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from slurm_hase.errors import ConfigError
+from slurm_hase.reports.queue import array_tasks
+from slurm_hase.slurm import hostlist
 from slurm_hase.slurm.tres import mps_from_tres
 from slurm_hase.slurm.types import AccountingRecord, JobState, Node
 
@@ -27,6 +29,7 @@ BY_RATIO = "share/entitlement"
 BY_HOURS = "normalised GPU-hours"
 _RUNNING = frozenset({JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING})
 _REQUEUE_CAUSES = frozenset({JobState.PREEMPTED, JobState.NODE_FAIL})
+_V = TypeVar("_V")
 REQUEUE_GAP_S = 600  # most seconds from a run's end to the requeued job's next submit time
 
 
@@ -41,10 +44,23 @@ def job_gpus(rec: AccountingRecord, node_types: Mapping[str, str] | None = None,
         out[key] = out.get(key, 0.0) + float(count)
     mps = mps_from_tres(rec.alloc_tres)
     if mps > 0 and not rec.alloc_gpus:
-        key = (node_types or {}).get(rec.nodes, MPS_UNKNOWN)
-        per_gpu = (node_mps or {}).get(rec.nodes, mps_per_gpu)
+        key = _same_on_all(rec.nodes, node_types or {}) or MPS_UNKNOWN
+        per_gpu = _same_on_all(rec.nodes, node_mps or {}) or mps_per_gpu
         out[key] = out.get(key, 0.0) + mps / float(per_gpu)
     return out
+
+
+def _same_on_all(nodes: str, by_node: Mapping[str, _V]) -> _V | None:
+    """The value every node of a NodeList (``a100-[1-2]``: AllocTRES counts a job's MPS over
+    all its nodes) has in `by_node`; None when one lacks it, they differ, or it does not read."""
+    if nodes in by_node:
+        return by_node[nodes]
+    try:
+        names = hostlist.expand(nodes) if nodes else []
+    except ValueError:
+        return None
+    values = {by_node.get(n) for n in names}
+    return next(iter(values)) if len(values) == 1 else None
 
 
 def started(rec: AccountingRecord) -> bool:
@@ -199,6 +215,7 @@ class FairnessReport:
     defaulted_weights: list[str] = field(default_factory=list)  # types weighed 1.0 for lack of a weight
     warnings: list[str] = field(default_factory=list)  # e.g. why Jain's index fell back to BY_HOURS
     only_accounts: list[str] = field(default_factory=list)  # rows shown (only_accounts); [] = all
+    only_users: list[str] = field(default_factory=list)  # users shown (only_users); [] = all
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready view."""
@@ -215,17 +232,20 @@ class FairnessReport:
             "users": [r.as_dict() for r in self.users],
             "warnings": self.warnings,
             "only_accounts": self.only_accounts,
+            "only_users": self.only_users,
         }
 
 
 def _add(row: UsageRow, runs: Sequence[AccountingRecord], hours: Mapping[str, float],
          weights: Mapping[str, float]) -> None:
-    """Add one job (all its runs) to a row: one job, the GPU-hours of every run."""
-    row.jobs += 1
+    """Add one job (all its runs) to a row: one job (a pending array: its tasks), the GPU-hours
+    of every run."""
+    count = max(array_tasks(r.job_id) for r in runs)
+    row.jobs += count
     if any(r.state is JobState.PENDING for r in runs):
-        row.pending_now += 1
+        row.pending_now += count
     elif not any(started(r) for r in runs):
-        row.never_started += 1
+        row.never_started += count
     elif (wait := job_wait(runs)) is not None:
         row._waits.append(wait)
     for gpu_type, h in hours.items():
@@ -250,6 +270,15 @@ def _entitlements(accounts: Mapping[str, UsageRow], shares: Mapping[str, float])
                else "no account in the report has a positive share")
     return [f"{problem} (shares: {given}; accounts with jobs: {have}); "
             f"Jain's index uses {BY_HOURS} instead"]
+
+
+def _unentitled_use(accounts: Mapping[str, UsageRow], used: Sequence[str]) -> str:
+    """The warning for accounts with GPU time but no share: Jain's index (over ratios) cannot
+    see them, so a 0-share account taking most GPUs leaves it at 1.000."""
+    total = 100 * sum(accounts[a].share for a in used)
+    which = "which has" if len(used) == 1 else "which have"
+    return (f"Jain's index leaves out {', '.join(used)}, {which} jobs but no share and used "
+            f"{total:.1f}% of the normalised GPU-hours: the index does not show that use")
 
 
 def fairness_report(
@@ -303,6 +332,8 @@ def fairness_report(
             warnings.append(f"Jain's index is taken over one account only: "
                             f"{', '.join(left_out)} {'has' if len(left_out) == 1 else 'have'} "
                             f"jobs but no share, so the 1.000 says nothing of fairness")
+        elif used := [a for a in left_out if accounts[a].share > 0]:
+            warnings.append(_unentitled_use(accounts, used))
     else:
         basis = BY_HOURS
         values = [r.norm_gpu_hours for r in accounts.values()]
@@ -346,4 +377,5 @@ def only_users(report: FairnessReport, users: Iterable[str]) -> FairnessReport:
     mine = [u for u in report.users if u.user in wanted]
     accounts = {u.account for u in mine}
     return replace(report, users=mine, accounts=[a for a in report.accounts
-                                                  if a.account in accounts])
+                                                  if a.account in accounts],
+                   only_users=sorted(wanted))

@@ -50,7 +50,8 @@ def _draw(plt: Any, report: FairnessReport) -> Any:
         left.bar(names, hours, bottom=bottom, label=gpu_type)
         bottom = [b + h for b, h in zip(bottom, hours, strict=True)]
     left.set_ylabel("GPU-hours")
-    left.legend()
+    if report.gpu_types:  # no GPU time, no bars: legend() would warn on the terminal
+        left.legend()
     right.bar(names, [100 * r.share for r in report.accounts], label="share")
     entitled = [(n, 100 * r.entitlement) for n, r in zip(names, report.accounts, strict=True)
                 if r.entitlement is not None]

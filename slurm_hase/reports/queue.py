@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from slurm_hase.slurm.types import AccountingRecord, Job, JobState
@@ -13,6 +14,29 @@ def _job_id(job: Job) -> str:
         task = job.array_task_id
         return f"{job.array_job_id}_{task if task.isdigit() else f'[{task}]'}"
     return job.job_id
+
+
+_PENDING_ARRAY = re.compile(r"\d+_\[([^\]]*)\]")
+_TASKS = re.compile(r"(\d+)(?:-(\d+)(?::(\d+))?)?")
+
+
+def array_tasks(job_id: str) -> int:
+    """How many tasks one record stands for: a pending array is one record for all its tasks
+    still pending (``11_[1-3]``, ``11_[1,4-9:2%2]``: ranges, steps, a throttle), each a job
+    once it runs (``11_2``); any other id, or a task list that does not read, is one."""
+    found = _PENDING_ARRAY.fullmatch(job_id)
+    if not found:
+        return 1
+    total = 0
+    for part in found[1].split("%")[0].split(","):
+        m = _TASKS.fullmatch(part.strip())
+        if m is None:
+            return 1
+        lo, hi, step = int(m[1]), int(m[2] or m[1]), int(m[3] or 1)
+        if hi < lo or step < 1:
+            return 1
+        total += (hi - lo) // step + 1
+    return max(total, 1)
 
 
 def pending_record(job: Job) -> AccountingRecord:

@@ -104,7 +104,29 @@ def _job_id(rec: dict[str, Any]) -> str:
     task = _num(array.get("task_id"), "array.task_id")
     if array_job and task is not None:
         return f"{array_job}_{task}"
+    pending = _task_ranges(array.get("task"))
+    if array_job and pending:  # the record of an array's tasks still pending, as sacct -P names it
+        return f"{array_job}_[{pending}]"
     return str(job_id)
+
+
+def _task_ranges(value: Any) -> str:
+    """A pending array's tasks (24.11: ``"0xE"``, a bitmap with bit i for task i) as ranges,
+    ``1-3``; "" when there are none or they do not read."""
+    if not isinstance(value, str) or not value.lower().startswith("0x"):
+        return ""
+    try:
+        bits = int(value, 16)
+    except ValueError:
+        return ""
+    tasks = [i for i in range(bits.bit_length()) if bits >> i & 1]
+    runs: list[list[int]] = []
+    for t in tasks:
+        if runs and runs[-1][1] == t - 1:
+            runs[-1][1] = t
+        else:
+            runs.append([t, t])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _nodes(value: Any) -> str:

@@ -33,7 +33,7 @@ def test_usage_table(capture: Path) -> None:
     lines = res.output.splitlines()
     assert lines[0].split() == ["account/user", "jobs", "pending", "unstarted", "a100", "h", "t4", "h",
                                 "v100", "h", "GPU", "h", "norm", "h", "wait"]
-    assert lines[2].split()[:4] == ["teama", "6", "1", "0"]  # the pending array, nothing cancelled
+    assert lines[2].split()[:4] == ["teama", "8", "3", "0"]  # the array's 3 pending tasks, nothing cancelled
     assert any(ln.split()[:1] == ["root"] for ln in lines)
 
 
@@ -245,7 +245,46 @@ def test_usage_for_one_user(capture: Path, monkeypatch: pytest.MonkeyPatch) -> N
                                    "--user", "me"])
     assert res.exit_code == 0 and res.stderr == ""
     assert json.loads(res.stdout)["accounts"] == every["accounts"]
+    # the text says its totals are not only root's rows; the JSON says whose rows it kept, as
+    # only_accounts does for --account (it did not: totals beside rows that do not add up)
+    assert (json.loads(res.stdout)["only_users"], every["only_users"]) == (["root"], [])
     none = CliRunner().invoke(cli, ["report", "usage", "--input", str(capture), "--user", "zed"])
     assert none.exit_code == 0
     assert none.stderr == "hase: warning: --user zed has no jobs in this window (users with jobs: root)\n"
     assert "teama" not in none.stdout
+
+
+def test_plot_of_a_report_without_gpu_time_warns_nothing(tmp_path: Path) -> None:
+    # a window with no GPU time (no jobs, or only pending ones) has no bars to label: matplotlib's
+    # "No artists with labels found to put in legend" UserWarning reached the terminal
+    pytest.importorskip("matplotlib")
+    import warnings
+
+    from slurm_hase.reports.fairness import fairness_report
+    from slurm_hase.reports.plot import plot_report
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert plot_report(fairness_report([]), tmp_path / "empty.png").exists()
+
+
+def test_user_warning_under_account_says_where_it_looked(monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
+    # bob has a job in the window, in teamb; --account teama keeps teama's rows only, and the
+    # warning said bob "has no jobs in this window", as if --user bob were a typo
+    from slurm_hase.cli import report_cmd
+    from slurm_hase.slurm.types import AccountingRecord, JobState
+
+    def job(job_id: str, account: str, user: str) -> AccountingRecord:
+        return AccountingRecord(job_id=job_id, name="j", account=account, user=user,
+                                state=JobState.COMPLETED, submit_time=100, start_time=100,
+                                end_time=3700, elapsed_s=3600, alloc_gpus={"a100": 1},
+                                alloc_tres={"gres/gpu:a100": "1"}, nodes="n1")
+
+    records = [job("1", "teama", "alice"), job("2", "teamb", "bob")]
+    monkeypatch.setattr(report_cmd, "_from_file", lambda path: report_cmd.Inputs(records, None, {}))
+    res = CliRunner().invoke(cli, ["report", "usage", "--input", str(tmp_path / "x.json"),
+                                   "--account", "teama", "--user", "bob"])
+    assert res.exit_code == 0, res.output
+    assert res.stderr == ("hase: warning: --user bob has no jobs in --account teama in this "
+                          "window (users with jobs there: alice)\n")

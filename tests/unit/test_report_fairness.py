@@ -251,3 +251,29 @@ def test_an_mps_share_counts_against_one_gpu_of_its_node() -> None:
     assert job_gpus(job, {"big-1": "a100"}) == {"a100": 2.0}  # without the nodes: 100 per GPU
     rep = fairness_report([job], node_types={"big-1": "a100"}, node_mps=node_mps_per_gpu(nodes))
     assert rep.accounts[0].gpu_hours == {"a100": pytest.approx(1.0)}
+
+
+def test_jain_warns_of_accounts_it_leaves_out_that_used_gpus() -> None:
+    # hog has share 0 and takes 90% of the GPU time; b and c split the rest evenly: their ratios
+    # are equal, so the index (over ratios) is 1.000 and alone reads as perfectly fair
+    records = [rec("1", "hog", "h", {"a100": 1}, 9 * 3600), rec("2", "b", "x", {"a100": 1}, 1800),
+               rec("3", "c", "y", {"a100": 1}, 1800)]
+    rep = fairness_report(records, speed_weights={"a100": 1}, shares={"hog": 0, "b": 1, "c": 1})
+    assert rep.jain_index == pytest.approx(1.0)
+    assert rep.warnings == ["Jain's index leaves out hog, which has jobs but no share and used "
+                            "90.0% of the normalised GPU-hours: the index does not show that use"]
+    # an account left out that used no GPU time changes nothing: no warning
+    idle = [*records[1:], rec("4", "z", "w", {}, 0, start=None)]
+    assert fairness_report(idle, shares={"b": 1, "c": 1}).warnings == []
+
+
+def test_an_mps_share_over_several_nodes_counts_under_their_type() -> None:
+    # AllocTRES counts a job's MPS over all its nodes (gres/mps=400 on two nodes of one GPU's
+    # 200 each = 2 GPUs); the NodeList is a hostlist, which matched no node and fell back to
+    # the `mps` type and 100 MPS per GPU (4 GPUs)
+    job = rec("1", "a", "u", {}, 3600, mps=400, node="big-[1-2]")
+    types, per_gpu = {"big-1": "a100", "big-2": "a100"}, {"big-1": 200, "big-2": 200}
+    assert job_gpus(job, types, node_mps=per_gpu) == {"a100": pytest.approx(2.0)}
+    # nodes of two types (or one the map lacks): no one type to name, as before
+    assert job_gpus(job, {"big-1": "a100", "big-2": "v100"}) == {"mps": pytest.approx(4.0)}
+    assert job_gpus(rec("2", "a", "u", {}, 60, mps=50, node="big-[1-3]"), types) == {"mps": 0.5}

@@ -179,7 +179,7 @@ def test_input_is_clipped_to_a_given_window(fixtures_dir: Path, tmp_path: Path) 
     whole = _usage("--input", saved)
     assert whole["window"] is None  # no --since/--until: the whole file, as saved
     assert whole["accounts"][0]["gpu_hours"]["a100"] == pytest.approx(48.0, abs=0.01)
-    assert sum(a["jobs"] for a in whole["accounts"]) == 11
+    assert sum(a["jobs"] for a in whole["accounts"]) == 13  # the pending array: 3 tasks, 3 jobs
     part = _usage("--input", saved, "--since", "11/02/26", "--until", "2026-11-03")
     assert part["window"] == [NOV1 + DAY, NOV1 + 2 * DAY]
     assert part["total_gpu_hours"] == 24.0
@@ -187,7 +187,7 @@ def test_input_is_clipped_to_a_given_window(fixtures_dir: Path, tmp_path: Path) 
     assert [(a["account"], a["jobs"]) for a in part["accounts"]] == [("teama", 1)]
     late = _usage("--input", saved, "--since", "2026-11-29")  # --until defaults to now
     assert late["window"][0] == NOV1 + 28 * DAY
-    assert sum(a["jobs"] for a in late["accounts"]) == 10 and "a100" in late["gpu_types"]
+    assert sum(a["jobs"] for a in late["accounts"]) == 12 and "a100" in late["gpu_types"]
     early = _usage("--input", saved, "--until", "2026-11-01T12:00")  # open start
     assert early["window"] == [0, NOV1 + DAY // 2] and early["total_gpu_hours"] == 12.0
 

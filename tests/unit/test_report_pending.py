@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,8 @@ def test_pending_now_comes_from_squeue(fixtures_dir: Path) -> None:
     records, jobs = _captured(fixtures_dir, "24.11")
     assert sorted(r.job_id for r in records if r.state is JobState.PENDING) == ["11_[1-3]", "12", "8", "9"]
     by = {r.account: r for r in fairness_report(with_queue(records, jobs)).accounts}
-    assert (by["teama"].jobs, by["teama"].pending_now) == (7, 2)  # + held (10)
+    # + held (10); the array's 3 pending tasks (11_[1-3]) are 3 jobs, as each is once it runs
+    assert (by["teama"].jobs, by["teama"].pending_now) == (9, 4)
     assert (by["teamb"].jobs, by["teamb"].pending_now) == (5, 3)
     held = pending_record(next(j for j in jobs if j.name == "held"))
     assert (held.job_id, held.account, held.start_time, held.alloc_gpus) == ("10", "teama", None, {})
@@ -100,9 +102,9 @@ def test_usage_counts_pending_from_squeue(monkeypatch: pytest.MonkeyPatch, fixtu
     assert res.exit_code == 0, res.output
     rows = {a["account"]: a for a in json.loads(res.stdout)["accounts"]}
     assert {a: (r["jobs"], r["pending_now"], r["never_started"]) for a, r in rows.items()} == {
-        "teama": (5, 2, 0), "teamb": (3, 2, 0)}  # held + array; pend-a100b + untyped
+        "teama": (7, 4, 0), "teamb": (3, 2, 0)}  # held + array of 3; pend-a100b + untyped
     res = CliRunner().invoke(cli, ["report", "usage", "--since", "2026-11-29", "--until", "now"])
-    assert res.stdout.splitlines()[2].split()[:4] == ["teama", "5", "2", "0"]
+    assert res.stdout.splitlines()[2].split()[:4] == ["teama", "7", "4", "0"]
 
 
 def test_squeue_failure_warns_and_keeps_sacct(monkeypatch: pytest.MonkeyPatch, fixtures_dir: Path) -> None:
@@ -112,3 +114,31 @@ def test_squeue_failure_warns_and_keeps_sacct(monkeypatch: pytest.MonkeyPatch, f
     assert res.stderr.startswith("hase: warning: squeue failed (squeue --json... exited 1:")
     assert "pending jobs counted from sacct" in res.stderr
     assert [a["pending_now"] for a in json.loads(res.stdout)["accounts"]] == [0, 0]
+
+
+def test_a_pending_array_counts_its_tasks() -> None:
+    # squeue, sacct -P and (24.11) sacct --json give the tasks of an array still pending as one
+    # record (11_[1-3] in the captures), which counted 1 job, 1 pending; each task is a job
+    from slurm_hase.reports.queue import array_tasks
+
+    assert [array_tasks(i) for i in ("11_[1-3]", "11_[1,4-9:2%2]", "11_[0]", "11_2", "11",
+                                     "11+0", "11_[x]", "11_[3-1]")] == [3, 4, 1, 1, 1, 1, 1, 1]
+    pending = AccountingRecord(job_id="11_[1-3]", name="arr", account="a", user="u",
+                               state=JobState.PENDING, submit_time=0)
+    [row] = fairness_report([pending]).accounts
+    assert (row.jobs, row.pending_now) == (3, 3)
+    # cancelled before any task ran: sacct keeps the one record, now CANCELLED; 3 unstarted jobs
+    cancelled = replace(pending, state=JobState.CANCELLED, end_time=5)
+    [row] = fairness_report([cancelled]).accounts
+    assert (row.jobs, row.pending_now, row.never_started) == (3, 0, 3)
+
+
+def test_saved_json_names_a_pending_array_as_sacct_does(fixtures_dir: Path) -> None:
+    # 24.11's JSON gives the pending tasks as a bitmap (array.task "0xE": tasks 1-3) and job_id
+    # 11 with no task id; it read as one job "11" where sacct -P prints 11_[1-3]
+    from slurm_hase.slurm.parse_json_sacct import parse_sacct_json
+
+    base = fixtures_dir / "slurm" / "24.11"
+    ids = [r.job_id for r in parse_sacct_json((base / "sacct.json").read_text())]
+    text = [r.job_id for r in parse_sacct_parsable((base / "sacct-parsable.txt").read_text())]
+    assert "11_[1-3]" in ids and sorted(ids) == sorted(text)
