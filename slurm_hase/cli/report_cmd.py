@@ -20,10 +20,10 @@ from slurm_hase.reports.fairness import (
     FairnessReport,
     fairness_report,
     node_gpu_types,
-    only_accounts,
 )
 from slurm_hase.reports.format import fairness_table, usage_table
 from slurm_hase.reports.queue import with_queue
+from slurm_hase.reports.views import only_accounts
 from slurm_hase.reports.weights import (
     catalog_weights,
     check_weights,
@@ -286,7 +286,7 @@ def usage_cmd(since: str | None, until: str | None, accounts: str, weights: str,
     wanted = {getpass.getuser() if u.strip() == "me" else u.strip()
               for u in users.split(",") if u.strip()}
     if wanted:
-        from slurm_hase.reports.fairness import only_users
+        from slurm_hase.reports.views import only_users
 
         # rep.users are --account's only: say so, a user with jobs elsewhere is no typo
         _warn_without_jobs("--user", wanted, {u.user for u in rep.users if u.user},
@@ -295,7 +295,7 @@ def usage_cmd(since: str | None, until: str | None, accounts: str, weights: str,
     full = rep.as_dict()
     data = {k: full[k] for k in ("window", "gpu_types", "speed_weights", "defaulted_weights",
                                  "total_gpu_hours", "total_norm_gpu_hours", "accounts", "users",
-                                 "only_accounts", "only_users")}
+                                 "only_accounts", "only_users", "cpu_only_jobs")}
     _emit(rep, usage_table(rep, sorted(wanted)), data, as_json, plot_path)
 
 

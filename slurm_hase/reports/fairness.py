@@ -14,7 +14,7 @@ and each array task (``123_4``) is a job of its own, with its own id.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 from slurm_hase.errors import ConfigError
@@ -48,6 +48,21 @@ def job_gpus(rec: AccountingRecord, node_types: Mapping[str, str] | None = None,
         per_gpu = _same_on_all(rec.nodes, node_mps or {}) or mps_per_gpu
         out[key] = out.get(key, 0.0) + mps / float(per_gpu)
     return out
+
+
+def cpu_only(rec: AccountingRecord) -> bool:
+    """Whether a job is known to have asked for and held no GPU nor MPS share: its ReqTRES or
+    AllocTRES is there and names neither. Such a job is no part of a GPU report (a CPU-only
+    account would sit at 0 in Jain's index as if starved of GPUs); a record without either
+    (an squeue job sacct does not have) cannot tell and is kept."""
+    if rec.alloc_gpus or not (rec.req_tres or rec.alloc_tres):
+        return False
+    for tres in (rec.req_tres, rec.alloc_tres):
+        for key, value in tres.items():
+            name = key.replace("gres:", "gres/", 1)
+            if name.startswith(("gres/gpu", "gres/mps")) and value.strip() not in ("", "0"):
+                return False
+    return True
 
 
 def _same_on_all(nodes: str, by_node: Mapping[str, _V]) -> _V | None:
@@ -216,6 +231,7 @@ class FairnessReport:
     warnings: list[str] = field(default_factory=list)  # e.g. why Jain's index fell back to BY_HOURS
     only_accounts: list[str] = field(default_factory=list)  # rows shown (only_accounts); [] = all
     only_users: list[str] = field(default_factory=list)  # users shown (only_users); [] = all
+    cpu_only_jobs: int = 0  # jobs left out: they asked for no GPU (cpu_only)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready view."""
@@ -233,6 +249,7 @@ class FairnessReport:
             "warnings": self.warnings,
             "only_accounts": self.only_accounts,
             "only_users": self.only_users,
+            "cpu_only_jobs": self.cpu_only_jobs,
         }
 
 
@@ -308,7 +325,11 @@ def fairness_report(
     users: dict[tuple[str, str], UsageRow] = {}
     # one job per (account, user, job id): a job whose account was changed between runs counts
     # in each account it ran in, with the GPU time of its runs there
+    n_cpu_only = 0
     for runs in job_runs(recs):
+        if all(cpu_only(r) for r in runs):
+            n_cpu_only += max(array_tasks(r.job_id) for r in runs)
+            continue
         for (account, user_name), mine in _by_owner(runs).items():
             hours: dict[str, float] = {}
             for rec in mine:
@@ -350,6 +371,7 @@ def fairness_report(
         window=window,
         defaulted_weights=[t for t in types if t not in weights],
         warnings=warnings,
+        cpu_only_jobs=n_cpu_only,
     )
 
 
@@ -358,24 +380,3 @@ def _by_owner(runs: Sequence[AccountingRecord]) -> dict[tuple[str, str], list[Ac
     for rec in runs:
         out.setdefault((rec.account, rec.user), []).append(rec)
     return out
-
-
-def only_accounts(report: FairnessReport, accounts: Iterable[str]) -> FairnessReport:
-    """The report limited to some accounts' rows (and their users' rows). Everything else is
-    still of every account in the report: each row's share of all normalised GPU-hours, its
-    entitlement among all accounts' shares, the totals and Jain's index over all accounts."""
-    wanted = set(accounts)
-    return replace(report, accounts=[a for a in report.accounts if a.account in wanted],
-                   users=[u for u in report.users if u.account in wanted],
-                   only_accounts=sorted(wanted))
-
-
-def only_users(report: FairnessReport, users: Iterable[str]) -> FairnessReport:
-    """The report as one user (or a few) sees it: their own rows, and the rows of the accounts
-    they ran jobs in, which still count every user's jobs (their share of the account)."""
-    wanted = set(users)
-    mine = [u for u in report.users if u.user in wanted]
-    accounts = {u.account for u in mine}
-    return replace(report, users=mine, accounts=[a for a in report.accounts
-                                                  if a.account in accounts],
-                   only_users=sorted(wanted))

@@ -63,7 +63,15 @@ def usage_table(report: FairnessReport, only_users: Sequence[str] = ()) -> str:
     lines += ["", "pending: PENDING now; unstarted: ended (cancelled, failed...) without running",
               f"{total} {report.total_gpu_hours:.3f} GPU-hours, "
               f"{report.total_norm_gpu_hours:.3f} normalised ({weights_note(report)})"]
-    return "\n".join(lines)
+    return "\n".join(lines + _cpu_only(report))
+
+
+def _cpu_only(report: FairnessReport) -> list[str]:
+    """The footer line on jobs left out for asking no GPU ([] when none was)."""
+    n = report.cpu_only_jobs
+    if not n:
+        return []
+    return [f"left out: {n} job{'s' if n != 1 else ''} that asked for no GPU (CPU only)"]
 
 
 def fairness_table(report: FairnessReport) -> str:
@@ -76,4 +84,4 @@ def fairness_table(report: FairnessReport) -> str:
     lines += ["", f"normalised GPU-hours: {weights_note(report)}",
               f"Jain's fairness index over {_all_accounts(report) or 'accounts'} "
               f"({report.jain_basis}): {jain}"]
-    return "\n".join(lines)
+    return "\n".join(lines + _cpu_only(report))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from slurm_hase.slurm.types import AccountingRecord, Job, JobState
 
@@ -39,12 +39,19 @@ def array_tasks(job_id: str) -> int:
     return max(total, 1)
 
 
-def pending_record(job: Job) -> AccountingRecord:
-    """A pending squeue job as a sacct-like record (no start, no allocation)."""
+def pending_record(job: Job, asked: Mapping[str, str] | None = None) -> AccountingRecord:
+    """A pending squeue job as a sacct-like record (no start, no allocation). Its ReqTRES:
+    `asked` (sacct's, where sacct has the job), else the GPUs squeue shows it asking for."""
+    req: dict[str, str] = dict(asked or {})
+    if not req and job.gpu is not None:
+        if job.gpu.mps > 0:
+            req["gres/mps"] = str(job.gpu.mps)
+        elif job.gpu.count > 0:
+            req["gres/gpu"] = str(job.gpu.count)
     return AccountingRecord(
         job_id=_job_id(job), name=job.name, account=job.account, user=job.user,
         state=JobState.PENDING, partition=job.partition, submit_time=job.submit_time,
-        constraints=job.features, comment=job.comment,
+        constraints=job.features, comment=job.comment, req_tres=req,
     )
 
 
@@ -56,6 +63,10 @@ def with_queue(records: Sequence[AccountingRecord], jobs: Iterable[Job],
     sacct can lack every job still in the queue. With ``until`` (epoch), jobs submitted after it
     are left out.
     """
-    queued = [pending_record(j) for j in jobs if j.state is JobState.PENDING
+    # what sacct says a pending job asks for (its ReqTRES has GPUs asked per task or socket,
+    # which squeue's fields read here do not show)
+    asked = {r.job_id: r.req_tres for r in records if r.state is JobState.PENDING and r.req_tres}
+    queued = [pending_record(j, asked.get(_job_id(j))) for j in jobs
+              if j.state is JobState.PENDING
               and (until is None or j.submit_time is None or j.submit_time <= until)]
     return [r for r in records if r.state is not JobState.PENDING] + queued

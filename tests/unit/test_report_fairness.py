@@ -209,7 +209,7 @@ def test_check_weights_against_data_and_catalog() -> None:
 
 
 def test_only_users_keeps_their_rows_and_their_accounts_whole() -> None:
-    from slurm_hase.reports.fairness import only_users
+    from slurm_hase.reports.views import only_users
 
     rep = fairness_report([rec("1", "phys", "ann", {"a100": 1}, 3600),
                            rec("2", "phys", "bob", {"a100": 2}, 3600),
@@ -277,3 +277,35 @@ def test_an_mps_share_over_several_nodes_counts_under_their_type() -> None:
     # nodes of two types (or one the map lacks): no one type to name, as before
     assert job_gpus(job, {"big-1": "a100", "big-2": "v100"}) == {"mps": pytest.approx(4.0)}
     assert job_gpus(rec("2", "a", "u", {}, 60, mps=50, node="big-[1-3]"), types) == {"mps": 0.5}
+
+
+def _cpu_job(job: str, account: str, secs: int) -> AccountingRecord:
+    """A finished job that asked for CPUs only: its ReqTRES and AllocTRES name no GPU."""
+    return AccountingRecord(
+        job_id=job, name=job, account=account, user="dave", state=JobState.COMPLETED,
+        submit_time=0, start_time=10, end_time=10 + secs, elapsed_s=secs,
+        req_tres={"billing": "4", "cpu": "4", "mem": "8000M", "node": "1"},
+        alloc_tres={"billing": "4", "cpu": "4", "node": "1"}, nodes="n1")
+
+
+def test_cpu_only_jobs_are_left_out_of_the_gpu_report() -> None:
+    """An account that ran only CPU jobs used to enter Jain's index at 0 GPU-hours, as if
+    starved of GPUs: a and b sharing the GPUs evenly gave 0.667 instead of 1.000."""
+    records = [rec("1", "a", "alice", {"a100": 1}, 3600), rec("2", "b", "bob", {"a100": 1}, 3600),
+               _cpu_job("3", "cpu", 36000), _cpu_job("4", "a", 60)]
+    rep = fairness_report(records, speed_weights={"a100": 1.0},
+                          shares={"a": 1, "b": 1, "cpu": 1})
+    assert [r.account for r in rep.accounts] == ["a", "b"]
+    assert rep.jain_index == pytest.approx(1.0)
+    assert [r.jobs for r in rep.accounts] == [1, 1]
+    assert rep.cpu_only_jobs == 2 and rep.as_dict()["cpu_only_jobs"] == 2
+
+
+def test_a_record_that_cannot_tell_is_kept() -> None:
+    """A record without ReqTRES or AllocTRES (a pending squeue job sacct does not have) may
+    ask for GPUs squeue does not show (--gpus-per-task): it is counted as before."""
+    unknown = AccountingRecord(job_id="9", name="x", account="a", user="alice",
+                               state=JobState.PENDING, submit_time=0)
+    rep = fairness_report([unknown])
+    assert [(r.account, r.pending_now) for r in rep.accounts] == [("a", 1)]
+    assert rep.cpu_only_jobs == 0

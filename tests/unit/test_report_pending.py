@@ -142,3 +142,24 @@ def test_saved_json_names_a_pending_array_as_sacct_does(fixtures_dir: Path) -> N
     ids = [r.job_id for r in parse_sacct_json((base / "sacct.json").read_text())]
     text = [r.job_id for r in parse_sacct_parsable((base / "sacct-parsable.txt").read_text())]
     assert "11_[1-3]" in ids and sorted(ids) == sorted(text)
+
+
+def test_pending_records_say_what_they_ask_for(fixtures_dir: Path) -> None:
+    """squeue's pending jobs carry a ReqTRES: sacct's where sacct has the job, else the GPUs
+    squeue shows; a pending CPU-only job is then left out of the GPU report."""
+    records, jobs = _captured(fixtures_dir, "24.11")
+    merged = with_queue(records, jobs)
+    pending = {r.job_id: r for r in merged if r.state is JobState.PENDING}
+    assert pending and all(r.req_tres for r in pending.values())
+    assert pending["10"].req_tres == {"gres/gpu": "1"}  # held: not in sacct, squeue's ask
+    assert fairness_report(merged).cpu_only_jobs == 0
+    # the same queue with job 12 asking for CPUs only, as sacct and squeue would show it
+    cpu_rec = [replace(r, req_tres={"billing": "1", "cpu": "1", "node": "1"})
+               if r.job_id == "12" else r for r in records]
+    cpu_jobs = [replace(j, gpu=None, tres_per_job="", tres_per_node="")
+                if j.job_id == "12" else j for j in jobs]
+    rep = fairness_report(with_queue(cpu_rec, cpu_jobs))
+    assert rep.cpu_only_jobs == 1
+    before = {r.account: r.pending_now for r in fairness_report(merged).accounts}
+    after = {r.account: r.pending_now for r in rep.accounts}
+    assert sum(after.values()) == sum(before.values()) - 1
