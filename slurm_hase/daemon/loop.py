@@ -80,6 +80,19 @@ class Daemon:
         self.watch = QuietWatch()  # quiet cycles (CycleConfig.refresh_s)
         self._skips: dict[str, str] = {}  # job id -> why its decision was refused, last cycle
 
+    def reconfigure(self, policy: Policy, cycle_config: CycleConfig, settings: LoopSettings,
+                    shares: Mapping[str, float]) -> None:
+        """Take a reloaded config (SIGHUP) from the next cycle on: the ledger, the ownership map
+        and the scheduler depth read at start stay; the next cycle decides (not a quiet one)."""
+        self.policy = policy
+        depth = cycle_config.scheduler_depth
+        self.config = replace(cycle_config, scheduler_depth=depth if depth > 0
+                              else self.config.scheduler_depth)
+        self.settings = replace(settings, half_life_s=self.settings.half_life_s)
+        self.fixed_shares = dict(shares)
+        self.watch = QuietWatch()
+        self._next_prune = 0.0
+
     def _scheduler_depth(self) -> int:
         """How deep slurmctld's passes look (SchedulerParameters); Slurm's defaults when it
         cannot be read now (the policies then assume bf_max_job_test = 500)."""
