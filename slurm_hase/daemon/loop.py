@@ -21,7 +21,13 @@ from slurm_hase.daemon.cycle import (
     run_cycle,
 )
 from slurm_hase.daemon.metrics import Metrics
-from slurm_hase.errors import PolicyError, SlurmError, StoreError
+from slurm_hase.errors import (
+    PolicyError,
+    SlurmError,
+    SlurmTimeoutError,
+    SlurmUnavailableError,
+    StoreError,
+)
 from slurm_hase.policy.types import Policy
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.backend import SlurmBackend
@@ -200,7 +206,10 @@ class Daemon:
                                watch=self.watch, intend=self._intend)
         except SlurmError as exc:
             self.last_failure = str(exc)
-            return self._backoff(f"{type(exc).__name__}: {exc}")
+            # a Slurm that answers wrongly (output it cannot parse, a command it refuses) is
+            # not an unreachable one: the log must not send the admin to look at slurmctld
+            away = isinstance(exc, SlurmUnavailableError | SlurmTimeoutError)
+            return self._backoff(f"{type(exc).__name__}: {exc}", unreachable=away)
         wall = self._monotonic() - t0
         self.last_result = result
         self.metrics.observe_cycle(result, wall)
@@ -214,18 +223,20 @@ class Daemon:
             return self._backoff(self.last_failure, counted=True)
         self._seed_late()
         if self.failures:
-            log.info("slurm reachable again after %d failed cycles", self.failures)
+            log.info("cycles complete again after %d failed cycles", self.failures)
         self.failures = 0
         self.metrics.set("hase_schedd_backoff_seconds", 0.0)
         return max(self.settings.interval_s - wall, 0.0)
 
-    def _backoff(self, why: str, *, counted: bool = False) -> float:
-        """Wait longer after each failed cycle; `counted`: the cycle is in cycles_total already."""
+    def _backoff(self, why: str, *, counted: bool = False, unreachable: bool = True) -> float:
+        """Wait longer after each failed cycle; `counted`: the cycle is in cycles_total already,
+        `unreachable`: slurmctld did not answer (else a Slurm command failed otherwise)."""
         self.failures += 1
         # the exponent is capped: 2.0 ** 1024 overflows (slurmctld down for days)
         delay = min(self.settings.backoff_s * 2.0 ** min(self.failures - 1, 60),
                     self.settings.backoff_max_s)
-        log.warning("slurm unavailable, backing off", extra={
+        log.warning("slurm unavailable, backing off" if unreachable
+                    else "slurm command failed, backing off", extra={
             "reason": why, "failures": self.failures, "delay_s": delay})
         if not counted:
             self.metrics.inc("hase_schedd_cycles_total", outcome="error")
