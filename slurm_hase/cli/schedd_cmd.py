@@ -155,8 +155,10 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
     from slurm_hase.daemon.metrics import Metrics, serve_metrics
     from slurm_hase.store.lock import holder
 
-    def load() -> DaemonConfig:  # at start, and again at each SIGHUP (a reload)
-        cfg = _config(config_path, state_db)
+    used = config_path or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
+
+    def load() -> DaemonConfig:  # at start and at each SIGHUP, from the file the start read
+        cfg = _config(used, state_db)  # (DEFAULT_CONFIG gone since: an error, not defaults)
         cfg = replace(cfg, dry_run=True) if dry_run else cfg
         return replace(cfg, interval_s=interval) if interval is not None else cfg
 

@@ -96,7 +96,7 @@ def reload_daemon(daemon: Daemon, running: DaemonConfig,
         return running
     kept = [key for key in RESTART_ONLY if getattr(new, key) != getattr(running, key)]
     if kept:
-        log.warning("config reloaded; %s take effect only at a restart", ", ".join(kept))
+        log.warning("config reloaded; only a restart applies %s", ", ".join(kept))
         new = replace(new, **{key: getattr(running, key) for key in kept})
     cycle, settings = daemon_settings(new)
     daemon.reconfigure(policy, cycle, settings, new.shares)

@@ -135,7 +135,7 @@ def test_what_needs_a_restart_is_kept_and_said(tmp_path: Path,
     assert now.state_db == running.state_db and now.interval_s == 7
     assert daemon.policy.name == "gavel" and daemon.settings.interval_s == 7
     assert daemon.settings.half_life_s == running.half_life_s  # the ledger's stays
-    assert "state_db, half_life_s take effect only at a restart" in caplog.text
+    assert "only a restart applies state_db, half_life_s" in caplog.text
 
     def broken() -> Any:
         raise ConfigError("[schedd] unknown key(s): intervl_s")
@@ -150,3 +150,27 @@ def test_the_unit_reloads_with_sighup() -> None:
 
     text = render_unit(config_path="/etc/slurm-hase/schedd.toml", exec_start="/usr/bin/hase")
     assert "ExecReload=/bin/kill -HUP $MAINPID\n" in text
+
+
+def test_a_reload_reads_the_default_config_the_start_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Capsys, signals: None) -> None:
+    """Started without --config, the daemon read DEFAULT_CONFIG; that file gone (a package
+    upgrade moving it, an edit through a temporary rename) must not turn a reload into the
+    built-in defaults (another policy, all partitions), but a reload error."""
+    default = tmp_path / "schedd.toml"
+    default.write_text(BASE + '[policy]\nname = "hase"\n')
+    monkeypatch.setattr(schedd_cmd, "DEFAULT_CONFIG", str(default))
+
+    def hup() -> None:
+        default.unlink()
+        os.kill(os.getpid(), signal.SIGHUP)
+
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    monkeypatch.delenv("HASE_SCHEDD_CONFIG", raising=False)
+    backend = Scripted({2: hup, 3: _kill(signal.SIGTERM)})
+    monkeypatch.setattr(schedd_cmd, "_backend", lambda: backend)
+    db = tmp_path / "s.db"
+    code, _, err = run_main(["schedd", "run", "--state-db", str(db)], capsys)
+    assert code == 0, err
+    assert "config reload failed" in err and str(default) in err, err
+    assert [c["policy"] for c in StateStore(db).cycles(10)] == ["hase"]
