@@ -56,10 +56,14 @@ def build_daemon(cfg: DaemonConfig, backend: SlurmBackend, clock: Clock, metrics
 
 
 def daemon_settings(cfg: DaemonConfig) -> tuple[CycleConfig, LoopSettings]:
-    """The cycle settings and loop timing of `cfg`."""
+    """The cycle settings and loop timing of `cfg`. A dry run beside the daemon running on its
+    store prunes none of the store's history: that window is the daemon's (history_days of its
+    own config; before, a dry run without --config cut a 90-day history to its default 30)."""
     from slurm_hase.daemon.cycle import CycleConfig
     from slurm_hase.daemon.loop import LoopSettings
+    from slurm_hase.store.lock import holder
 
+    beside = cfg.dry_run and holder(cfg.state_db) is not None
     return (CycleConfig(partitions=cfg.partitions, dry_run=cfg.dry_run,
                         nice_min_delta=cfg.nice_min_delta, nice_quantum=cfg.nice_quantum,
                         nice_scale=cfg.nice_scale, nice_zero=cfg.nice_zero,
@@ -68,7 +72,7 @@ def daemon_settings(cfg: DaemonConfig) -> tuple[CycleConfig, LoopSettings]:
                         requeue=cfg.requeue, requeue_max=cfg.requeue_max,
                         requeue_min_run_s=cfg.requeue_min_run_s, refresh_s=cfg.refresh_s),
             LoopSettings(cfg.interval_s, cfg.backoff_s, cfg.backoff_max_s, cfg.half_life_s,
-                         cfg.history_days * 86400.0))
+                         0.0 if beside else cfg.history_days * 86400.0))
 
 
 # what a reload cannot change in a running daemon (the store and its lock, the predictor loaded
