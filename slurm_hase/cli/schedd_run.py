@@ -39,10 +39,11 @@ def build_daemon(cfg: DaemonConfig, backend: SlurmBackend, clock: Clock, metrics
     # on the store goes (close callbacks run last-registered first); what cannot be written then
     # is a StoreError, not a silent loss
     click.get_current_context().call_on_close(store.close)
-    try:
-        store.record_model(cfg.model or "(bundled)",
-                           hashlib.sha256(model_to_json(predictor).encode()).hexdigest()[:16],
-                           {"meta_keys": sorted(predictor.meta)})
+    try:  # the model in use is the daemon's: a dry run beside it (another model?) records none
+        if not beside_daemon(cfg):
+            store.record_model(cfg.model or "(bundled)",
+                               hashlib.sha256(model_to_json(predictor).encode()).hexdigest()[:16],
+                               {"meta_keys": sorted(predictor.meta)})
     except StoreError as exc:
         # like any write of the running daemon: kept for retry after a lock or a full disk
         # (written before the next one), and the daemon starts
@@ -55,15 +56,21 @@ def build_daemon(cfg: DaemonConfig, backend: SlurmBackend, clock: Clock, metrics
                   metrics=metrics)
 
 
+def beside_daemon(cfg: DaemonConfig) -> bool:
+    """Whether `cfg` is a dry run on a store a running daemon holds."""
+    from slurm_hase.store.lock import holder
+
+    return cfg.dry_run and holder(cfg.state_db) is not None
+
+
 def daemon_settings(cfg: DaemonConfig) -> tuple[CycleConfig, LoopSettings]:
     """The cycle settings and loop timing of `cfg`. A dry run beside the daemon running on its
     store prunes none of the store's history: that window is the daemon's (history_days of its
     own config; before, a dry run without --config cut a 90-day history to its default 30)."""
     from slurm_hase.daemon.cycle import CycleConfig
     from slurm_hase.daemon.loop import LoopSettings
-    from slurm_hase.store.lock import holder
 
-    beside = cfg.dry_run and holder(cfg.state_db) is not None
+    beside = beside_daemon(cfg)
     return (CycleConfig(partitions=cfg.partitions, dry_run=cfg.dry_run,
                         nice_min_delta=cfg.nice_min_delta, nice_quantum=cfg.nice_quantum,
                         nice_scale=cfg.nice_scale, nice_zero=cfg.nice_zero,

@@ -56,3 +56,21 @@ def test_a_dry_run_alone_prunes_by_its_history_days(
     db = tmp_path / "s.db"
     _store_with_old_history(db)
     assert _dry_run(tmp_path, db, monkeypatch, capsys) == ["fair/dry"]
+
+
+def test_a_dry_run_beside_the_daemon_leaves_the_daemons_model_as_the_one_in_use(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Capsys) -> None:
+    """`hase schedd status` reports the latest recorded model as the one in use; a dry run
+    trying another model beside the daemon recorded its own, so status named a model the
+    daemon never loaded."""
+    db = tmp_path / "s.db"
+    store = StateStore(db)
+    store.record_model("/etc/slurm-hase/site.json", "ab" * 8, {})
+    store.close()
+    with StoreLock(db):
+        _dry_run(tmp_path, db, monkeypatch, capsys)
+    model = StateStore(db).latest_model()
+    assert model is not None and model["path"] == "/etc/slurm-hase/site.json"
+    _dry_run(tmp_path, db, monkeypatch, capsys)  # alone, it is the daemon: recorded
+    model = StateStore(db).latest_model()
+    assert model is not None and model["path"] == "(bundled)"
