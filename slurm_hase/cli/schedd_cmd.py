@@ -149,17 +149,20 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
       (docs/daemon.md: the config, the policies, what happens when slurmctld is down)
     """
     check_slurm_conf(os.environ)
-    from slurm_hase.cli.schedd_run import build_daemon, cycle_lines
+    from slurm_hase.cli.schedd_run import build_daemon, cycle_lines, reload_daemon
     from slurm_hase.daemon.logs import setup_logging
     from slurm_hase.daemon.loop import WallClock
     from slurm_hase.daemon.metrics import Metrics, serve_metrics
     from slurm_hase.store.lock import holder
 
-    cfg = _config(config_path, state_db)
-    if dry_run:
-        cfg = replace(cfg, dry_run=True)
-    if interval is not None:
-        cfg = replace(cfg, interval_s=interval)
+    used = config_path or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
+
+    def load() -> DaemonConfig:  # at start and at each SIGHUP, from the file the start read
+        cfg = _config(used, state_db)  # (DEFAULT_CONFIG gone since: an error, not defaults)
+        cfg = replace(cfg, dry_run=True) if dry_run else cfg
+        return replace(cfg, interval_s=interval) if interval is not None else cfg
+
+    cfg = load()
     # a dry run beside the running daemon leaves the metrics (port, textfile) to it
     daemon_pid = holder(cfg.state_db) if cfg.dry_run else None
     if daemon_pid is not None and (cfg.metrics_port or cfg.metrics_textfile):
@@ -181,13 +184,19 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
     backend, clock = _backend(), WallClock()
     _preflight(backend, cfg)
     daemon = build_daemon(cfg, backend, clock, metrics)
-    stop = {"flag": False}
+    stop, running = {"flag": False, "reload": False}, [cfg]
 
     def on_signal(signum: int, _frame: object) -> None:
-        stop["flag"] = True
+        stop["reload" if signum == signal.SIGHUP else "flag"] = True
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    def should_stop() -> bool:  # checked between cycles: a reload is taken there too
+        if stop["reload"] and not stop["flag"]:
+            stop["reload"] = False
+            running[0] = reload_daemon(daemon, running[0], load)
+        return stop["flag"]
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # SIGHUP: reload the config
+        signal.signal(sig, on_signal)
     shown: list[CycleResult] = []  # the cycle printed last: a failed cycle leaves it in place
 
     def after() -> None:
@@ -207,7 +216,7 @@ def run_cmd(once: bool, dry_run: bool, interval: float | None, config_path: str 
         for line in cycle_lines(res, daemon.policy.name, cfg.dry_run):
             click.echo(line)
 
-    daemon.run(once=once, should_stop=lambda: stop["flag"], after_cycle=after)
+    daemon.run(once=once, should_stop=should_stop, after_cycle=after)
     if once and daemon.failures:  # Slurm's words: not every failure is slurmctld being away
         raise SlurmError(f"no cycle completed: {daemon.last_failure}")
 

@@ -72,7 +72,9 @@ class DaemonConfig:
 def _num(section: str, key: str, value: Any, lo: float, hi: float = math.inf) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"[{section}] {key}: must be a number, got {value!r}")
-    if not (math.isfinite(float(value)) and lo <= float(value) <= hi):
+    if not math.isfinite(float(value)):  # TOML's inf and nan: "out of range [1, inf]" misled
+        raise ConfigError(f"[{section}] {key}: must be a finite number, got {value!r}")
+    if not lo <= float(value) <= hi:
         raise ConfigError(f"[{section}] {key}: {value!r} is out of range [{lo:g}, {hi:g}]")
     return float(value)
 

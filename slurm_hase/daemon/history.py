@@ -86,7 +86,9 @@ class CachedHistory:
 
     def __call__(self) -> History:
         t = self.now()
-        if self._at is None or t - self._at >= self.ttl_s:
+        # a clock stepped back (an NTP fix) counts as time gone by: before, an hour's step
+        # kept the history unrefreshed for that hour on top of the ttl
+        if self._at is None or abs(t - self._at) >= self.ttl_s:
             self._at = t
             try:
                 self._history = build_history(self.fetch())

@@ -69,3 +69,8 @@ def setup_logging(fmt: str = "json", level: str = "INFO") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     root.propagate = False
+
+
+def set_level(level: str) -> None:
+    """Change the slurm_hase logger tree's level (a config reload)."""
+    logging.getLogger("slurm_hase").setLevel(level)

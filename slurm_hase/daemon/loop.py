@@ -21,7 +21,14 @@ from slurm_hase.daemon.cycle import (
     run_cycle,
 )
 from slurm_hase.daemon.metrics import Metrics
-from slurm_hase.errors import PolicyError, SlurmError, StoreError
+from slurm_hase.daemon.rows import decision_rows, owned_row, refusal_rows
+from slurm_hase.errors import (
+    PolicyError,
+    SlurmError,
+    SlurmTimeoutError,
+    SlurmUnavailableError,
+    StoreError,
+)
 from slurm_hase.policy.types import Policy
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.backend import SlurmBackend
@@ -57,6 +64,9 @@ class Daemon:
         self.clock = clock
         self.store = store
         self.config = cycle_config
+        # SchedulerParameters could not be read at start: asked again once cycles complete
+        self._depth_unread = False
+        self._next_depth_try = 0.0
         if cycle_config.scheduler_depth <= 0:
             self.config = replace(cycle_config, scheduler_depth=self._scheduler_depth())
         self.settings = settings
@@ -80,17 +90,52 @@ class Daemon:
         self.watch = QuietWatch()  # quiet cycles (CycleConfig.refresh_s)
         self._skips: dict[str, str] = {}  # job id -> why its decision was refused, last cycle
 
+    def reconfigure(self, policy: Policy, cycle_config: CycleConfig, settings: LoopSettings,
+                    shares: Mapping[str, float]) -> None:
+        """Take a reloaded config (SIGHUP) from the next cycle on: the ledger, the ownership map
+        and the scheduler depth read at start stay; the next cycle decides (not a quiet one)."""
+        self.policy = policy
+        depth = cycle_config.scheduler_depth
+        self.config = replace(cycle_config, scheduler_depth=depth if depth > 0
+                              else self.config.scheduler_depth)
+        self.settings = replace(settings, half_life_s=self.settings.half_life_s)
+        self.fixed_shares = dict(shares)
+        self.watch = QuietWatch()
+        self._next_prune = 0.0
+
     def _scheduler_depth(self) -> int:
         """How deep slurmctld's passes look (SchedulerParameters); Slurm's defaults when it
         cannot be read now (the policies then assume bf_max_job_test = 500)."""
         try:
             depths = self.backend.scheduler_depths()
         except SlurmError as exc:
-            log.warning("cannot read SchedulerParameters (%s); assuming Slurm's defaults", exc)
+            log.warning("cannot read SchedulerParameters (%s); assuming Slurm's defaults until "
+                        "slurmctld answers", exc)
+            self._depth_unread = True
             depths = SchedulerDepths()
         log.info("slurmctld looks %d jobs deep (backfill) and %d (main scheduler)",
                  depths.backfill, depths.main)
         return depths.deepest
+
+    def _read_depth_late(self) -> None:
+        """The SchedulerParameters slurmctld did not give at start (a controller still starting
+        at boot): asked again after a completed cycle, at most every 10 minutes. Before, the
+        defaults stood until a restart."""
+        now = self._monotonic()
+        if not self._depth_unread or now < self._next_depth_try:
+            return
+        self._next_depth_try = now + 600.0
+        try:
+            depths = self.backend.scheduler_depths()
+        except SlurmError as exc:
+            log.debug("SchedulerParameters still unreadable: %s", exc)
+            return
+        self._depth_unread = False
+        log.info("slurmctld looks %d jobs deep (backfill) and %d (main scheduler), read late",
+                 depths.backfill, depths.main)
+        if depths.deepest != self.config.scheduler_depth:
+            self.config = replace(self.config, scheduler_depth=depths.deepest)
+            self.watch = QuietWatch()  # the next cycle decides with it
 
     def _load_ledger(self) -> UsageLedger:
         snap = self.store.latest_usage()
@@ -187,7 +232,10 @@ class Daemon:
                                watch=self.watch, intend=self._intend)
         except SlurmError as exc:
             self.last_failure = str(exc)
-            return self._backoff(f"{type(exc).__name__}: {exc}")
+            # a Slurm that answers wrongly (output it cannot parse, a command it refuses) is
+            # not an unreachable one: the log must not send the admin to look at slurmctld
+            away = isinstance(exc, SlurmUnavailableError | SlurmTimeoutError)
+            return self._backoff(f"{type(exc).__name__}: {exc}", unreachable=away)
         wall = self._monotonic() - t0
         self.last_result = result
         self.metrics.observe_cycle(result, wall)
@@ -200,19 +248,22 @@ class Daemon:
             self.last_failure = "slurmctld went away while acting"
             return self._backoff(self.last_failure, counted=True)
         self._seed_late()
+        self._read_depth_late()
         if self.failures:
-            log.info("slurm reachable again after %d failed cycles", self.failures)
+            log.info("cycles complete again after %d failed cycles", self.failures)
         self.failures = 0
         self.metrics.set("hase_schedd_backoff_seconds", 0.0)
         return max(self.settings.interval_s - wall, 0.0)
 
-    def _backoff(self, why: str, *, counted: bool = False) -> float:
-        """Wait longer after each failed cycle; `counted`: the cycle is in cycles_total already."""
+    def _backoff(self, why: str, *, counted: bool = False, unreachable: bool = True) -> float:
+        """Wait longer after each failed cycle; `counted`: the cycle is in cycles_total already,
+        `unreachable`: slurmctld did not answer (else a Slurm command failed otherwise)."""
         self.failures += 1
         # the exponent is capped: 2.0 ** 1024 overflows (slurmctld down for days)
         delay = min(self.settings.backoff_s * 2.0 ** min(self.failures - 1, 60),
                     self.settings.backoff_max_s)
-        log.warning("slurm unavailable, backing off", extra={
+        log.warning("slurm unavailable, backing off" if unreachable
+                    else "slurm command failed, backing off", extra={
             "reason": why, "failures": self.failures, "delay_s": delay})
         if not counted:
             self.metrics.inc("hase_schedd_cycles_total", outcome="error")
@@ -223,7 +274,7 @@ class Daemon:
     def _new_refusals(self, result: CycleResult, listed: set[str]) -> list[DecisionRow]:
         if result.quiet:  # nothing was decided: last cycle's refusals stand
             return []
-        rows, self._skips = _refusal_rows(result, listed, self._skips)
+        rows, self._skips = refusal_rows(result, listed, self._skips)
         return rows
 
     def _store_write(self, write: Callable[[], None]) -> bool:
@@ -241,17 +292,17 @@ class Daemon:
         """What the cycle is about to set, in the store before the first scontrol call (a
         failed write stays in the store's backlog, written before the cycle row)."""
         self._store_write(
-            lambda: self.store.save_owned({jid: _owned_row(a) for jid, a in owned.items()}))
+            lambda: self.store.save_owned({jid: owned_row(a) for jid, a in owned.items()}))
 
     def _record(self, result: CycleResult, wall: float) -> None:
-        rows = _decision_rows(result, self.config.dry_run)
+        rows = decision_rows(result, self.config.dry_run)
         rows += self._new_refusals(result, {r.job_id for r in rows})
         # every job whose entry the cycle may have changed (a requeued job's update may be
         # neither planned nor applied), its row written whole: the store equals the entry
         touched = set() if self.config.dry_run else (
             {jid for jid, _ in result.planned} | {jid for jid, _ in result.applied}
             | set(result.requeued))
-        owned_now = {jid: _owned_row(self.owned[jid]) for jid in touched if jid in self.owned}
+        owned_now = {jid: owned_row(self.owned[jid]) for jid in touched if jid in self.owned}
         # planned, not sent or refused, and never set by the daemon before: no longer ours
         not_ours = [jid for jid in touched if jid not in self.owned]
         row = CycleRow(started=result.started, duration_s=wall, policy=self.policy.name,
@@ -347,57 +398,3 @@ def _add_history(ledger: UsageLedger, records: Iterable[AccountingRecord], until
             ledger.add_interval(rec.account, gpus, float(rec.start_time), end)
             added += 1
     return added
-
-
-def _refusal_rows(result: CycleResult, listed: set[str], before: Mapping[str, str]
-                  ) -> tuple[list[DecisionRow], dict[str, str]]:
-    """Rows for decisions the safety checks refused before planning (a Nice or constraint the
-    user set, a held job, ...), each when it first happens and not again every cycle while it
-    stands (`before`: last cycle's refusals); and this cycle's refusals."""
-    reasons = {d.job_id: d.reason for d in result.decisions}
-    now = {jid: why for jid, why in result.skipped if jid not in listed}
-    rows = [DecisionRow(jid, result.inputs_digest, None, None, "skipped", why,
-                        reason=reasons.get(jid, ""))
-            for jid, why in now.items() if before.get(jid) != why]
-    return rows, now
-
-
-def _owned_row(attrs: OwnedAttrs) -> tuple[int | None, str | None, int | None, str | None]:
-    return (attrs.nice, attrs.features, attrs.prev_nice, attrs.prev_features)
-
-
-def _decision_rows(result: CycleResult, dry_run: bool) -> list[DecisionRow]:
-    """The store's rows for one cycle: every planned update and every requeue the policy asked
-    for, each with its outcome and the policy's reason."""
-    reasons = {d.job_id: d.reason for d in result.decisions}
-    skipped = dict(result.skipped)
-    errors = dict(result.errors)
-    outcome: dict[str, tuple[str, str]] = {jid: ("planned", "") for jid, _ in result.planned}
-    if not dry_run:
-        outcome.update({jid: ("skipped", why) for jid, why in result.skipped if jid in outcome})
-        outcome.update({jid: ("applied", "ok") for jid, _ in result.applied})
-        outcome.update({jid: ("error", err) for jid, err in result.errors})
-    digest = result.job_digests
-    rows = [DecisionRow(jid, digest.get(jid, result.inputs_digest), upd.nice, upd.features,
-                        *outcome[jid], reason=reasons.get(jid, ""))
-            for jid, upd in result.planned]
-    after = dict(result.applied)  # a requeued job's Nice/Features, set right after
-    requeued = set(result.requeued)
-    for d in result.decisions:
-        if not d.requeue:
-            continue
-        if d.job_id in requeued:
-            done = ("applied", "ok")
-        elif d.job_id in errors:
-            done = ("error", errors[d.job_id])
-        elif d.job_id in skipped:
-            done = ("skipped", skipped[d.job_id])
-        elif dry_run:
-            done = ("planned", "")
-        else:
-            done = ("skipped", "not made: slurmctld became unavailable this cycle")
-        upd = after.get(d.job_id)
-        rows.append(DecisionRow(d.job_id, digest.get(d.job_id, result.inputs_digest),
-                                upd.nice if upd else None, upd.features if upd else None, *done,
-                                action="requeue", reason=d.reason))
-    return rows

@@ -32,7 +32,6 @@ Write = Callable[[sqlite_utils.Database], None]
 T = TypeVar("T")
 
 
-
 @dataclass(frozen=True)
 class DecisionRow:
     """One planned update and what Slurm answered."""
@@ -216,12 +215,20 @@ class StateStore:
                 self.dropped += over
                 log.error("state store %s: more than %d writes waiting; the oldest %d dropped",
                           self.path, self.max_backlog, over)
+        # one that fails for good is dropped and those behind it are still written (before,
+        # they waited for the next write: at close, for none, and were lost)
+        dropped: tuple[StoreError, sqlite3.Error] | None = None
         while self.backlog:
             try:
                 self._attempt(self.backlog[0])
+                self.backlog.pop(0)
             except sqlite3.Error as exc:
-                raise self._write_failed(exc, classify(exc)) from exc
-            self.backlog.pop(0)
+                failed = self._write_failed(exc, fault := classify(exc))
+                if fault in (Fault.LOCKED, Fault.TRANSIENT):
+                    raise failed from exc
+                dropped = dropped or (failed, exc)
+        if dropped is not None:
+            raise dropped[0] from dropped[1]
 
     def _attempt(self, fn: Write) -> None:
         """`fn` in one transaction, retried with backoff while the file is locked; the last
@@ -249,7 +256,7 @@ class StateStore:
         self.dropped += 1
         why = self._unusable(exc) if fault is Fault.CORRUPT else f"state store {self.path}: {exc}"
         log.error("%s; a write was dropped", why)
-        return StoreError(f"{why}; this write is dropped")
+        return StoreError(f"{why}; a write was dropped")
 
     def flush(self) -> None:
         """Write the backlog (writes kept after a lock or a transient fault) now; no-op when

@@ -51,8 +51,8 @@ class GoesAway(FakeBackend):
 
 @pytest.fixture
 def keep_signal_handlers() -> Iterator[None]:
-    """`hase schedd run` installs SIGTERM/SIGINT handlers; put pytest's back afterwards."""
-    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    """`hase schedd run` installs SIGTERM/SIGINT/SIGHUP handlers; put pytest's back afterwards."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     yield
     for sig, handler in saved.items():
         signal.signal(sig, handler)

@@ -82,3 +82,22 @@ def test_unknown_speed_types_are_left_out() -> None:
                            lambda t: None if t == "h100" else SPEED.get(t))
     got = est.estimate(job("train"), ["h100", "t4"])
     assert got is not None and set(got.runtime_s) == {"t4"}
+
+
+def test_cached_history_refreshes_after_the_clock_stepped_back() -> None:
+    """An NTP step back of an hour: the history is asked again after ttl_s, not after the hour
+    plus ttl_s (t - at stayed negative until the clock caught up)."""
+    clock = {"t": 10_000.0}
+    calls = {"n": 0}
+
+    def fetch() -> list[AccountingRecord]:
+        calls["n"] += 1
+        return [rec(str(calls["n"]), "train", "t4", 100 * calls["n"])]
+
+    hist = CachedHistory(fetch, lambda: clock["t"], ttl_s=600)
+    hist()
+    clock["t"] = 10_000.0 - 3600  # stepped back an hour
+    hist()
+    clock["t"] += 30  # within ttl of the step: cached
+    hist()
+    assert calls["n"] == 2
