@@ -44,14 +44,20 @@ static char share_tag[HASE_TAG_MAX] = "";
 static char pipe_base[HASE_PATH_MAX] = "/run/hase-mps";
 static char log_base[HASE_PATH_MAX] = "/var/log/hase-mps";
 
-/* Parse a percentage 1..100; return it, or -1 for anything else. */
+/* Parse a percentage 1..100 written in decimal digits only, as the MPS prolog takes it; return
+ * it, or -1 for anything else. strtol alone also took leading blanks and a sign (" 50", "+50"). */
 static int parse_percent(const char *text)
 {
     char *end = NULL;
     long value;
+    const char *p;
 
     if (text == NULL || *text == '\0')
         return -1;
+    for (p = text; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+    }
     errno = 0;
     value = strtol(text, &end, 10);
     if (errno != 0 || end == text || *end != '\0' || value < 1 || value > 100)

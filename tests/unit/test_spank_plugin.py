@@ -111,12 +111,22 @@ def test_local_exports_to_prolog(built: tuple[Path, Path], ctx: str) -> None:
     assert not [ln for ln in lines if ln.startswith("setenv")]
 
 
-@pytest.mark.parametrize("value", ["0", "101", "-5", "abc", "50%", "", "5O"])
+@pytest.mark.parametrize("value", ["0", "101", "-5", "abc", "50%", "", "5O",
+                                   # strtol skips leading blanks and takes a sign: these passed
+                                   "+50", " 50", "\t50"])
 def test_bad_percent_fails_clearly(built: tuple[Path, Path], value: str) -> None:
     rc, lines = _host(built, "local", 0, "--", f"hase-mps={value}")
     assert rc == 1
     errors = [ln for ln in lines if ln.startswith("error ")]
     assert errors and "from 1 to 100" in errors[0] and f"--hase-mps={value} " in errors[0]
+
+
+@pytest.mark.parametrize(("value", "share"), [("1", "1"), ("100", "100"), ("050", "50")])
+def test_digits_only_percent_accepted(built: tuple[Path, Path], value: str, share: str) -> None:
+    """Leading zeros are digits (the MPS prolog takes "050" too); the share goes on as a number."""
+    rc, lines = _host(built, "local", 0, "--", f"hase-mps={value}")
+    assert rc == 0, lines
+    assert f"jcsetenv SLURM_HASE_MPS={share}" in lines
 
 
 @pytest.mark.parametrize("value", ["", "a b", "x;rm", "t" * 64])
