@@ -19,6 +19,8 @@
  * and, with --hase-mps only, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=PERCENT, SLURM_HASE_MPS=PERCENT
  * (and SLURM_HASE_SHARE_TAG when given). Without a daemon, --hase-mps logs one error line and
  * leaves the task's environment alone (CUDA would look for a daemon that is not there).
+ * In every task, CUDA_MPS_PIPE_DIRECTORY / CUDA_MPS_LOG_DIRECTORY naming another job's directory
+ * under pipe_dir / log_dir (inherited by a job submitted from an MPS job's tasks) are unset.
  * The directories match what templates/mps-prolog.sh.j2 starts the daemon with.
  *
  * plugstack.conf arguments (all optional; `hase gpu mps render` prints the matching line):
@@ -256,7 +258,36 @@ static int gres_mps_job(spank_t sp)
     return rc == ESPANK_NOSPACE || (rc == ESPANK_SUCCESS && value[0] != '\0');
 }
 
-/* slurmstepd, in each task before exec: point CUDA at the job's MPS daemon, if it has one. */
+/* Unset NAME when the job's environment points it at another job's directory under BASE
+ * (BASE/<other id>[/...]): a job submitted from an MPS job's tasks inherits that job's
+ * CUDA_MPS_* directories, and its CUDA would join the other job's daemon. Anything else (a
+ * node-wide daemon's directory, this job's own) stays. */
+static int drop_other_jobs_dir(spank_t sp, const char *name, const char *base, uint32_t job_id)
+{
+    char value[HASE_PATH_MAX + 32];
+    char own[16];
+    size_t n = strlen(base), k;
+    spank_err_t rc = spank_getenv(sp, name, value, sizeof(value));
+
+    if (rc != ESPANK_SUCCESS || strncmp(value, base, n) != 0 || value[n] != '/')
+        return 0;
+    snprintf(own, sizeof(own), "%u", (unsigned int)job_id);
+    k = strlen(own);
+    if (strncmp(value + n + 1, own, k) == 0 && (value[n + 1 + k] == '\0' || value[n + 1 + k] == '/'))
+        return 0;
+    slurm_debug("hase_mps: job %u: dropping %s=%s (another job's MPS daemon)",
+                (unsigned int)job_id, name, value);
+    rc = spank_unsetenv(sp, name);
+    if (rc != ESPANK_SUCCESS) {
+        slurm_error("hase_mps: cannot unset %s (%s, another job's MPS daemon): %s", name, value,
+                    spank_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+/* slurmstepd, in each task before exec: point CUDA at the job's MPS daemon, if it has one, and
+ * never at another job's. */
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
     uint32_t job_id = 0;
@@ -265,12 +296,19 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 
     (void)ac;
     (void)av;
-    if (!spank_remote(sp) || (mps_percent <= 0 && !gres_mps_job(sp)))
+    if (!spank_remote(sp))
         return 0;
     if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS) {
+        if (mps_percent <= 0 && !gres_mps_job(sp))
+            return 0; /* not an MPS job: no reason to fail its tasks */
         slurm_error("hase_mps: cannot read the job id");
         return -1;
     }
+    if (drop_other_jobs_dir(sp, "CUDA_MPS_PIPE_DIRECTORY", pipe_base, job_id) != 0 ||
+        drop_other_jobs_dir(sp, "CUDA_MPS_LOG_DIRECTORY", log_base, job_id) != 0)
+        return -1;
+    if (mps_percent <= 0 && !gres_mps_job(sp))
+        return 0;
     if (job_path(path, sizeof(path), pipe_base, job_id, "/control") != 0)
         return -1;
     if (access(path, F_OK) != 0) {

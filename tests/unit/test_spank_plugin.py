@@ -272,3 +272,45 @@ def test_make_cflags_cannot_drop_required_flags(tmp_path: Path) -> None:
     for flag in ("-O0", "-g", "-fPIC", "-Werror", "-Wall", "-Wextra", "-shared",
                  "-I/opt/slurm/include"):
         assert flag in cmd, (flag, cmd)
+
+
+# --- CUDA_MPS_*_DIRECTORY inherited from another job (sbatch run inside an MPS job's script: the
+# new job's environment is the old job's) -------------------------------------------------------
+
+def _unset(lines: list[str]) -> list[str]:
+    return [ln.removeprefix("unsetenv ") for ln in lines if ln.startswith("unsetenv ")]
+
+
+@pytest.mark.parametrize("trigger", [{}, {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50"}])
+def test_other_jobs_mps_dirs_are_dropped(built: tuple[Path, Path], tmp_path: Path,
+                                         trigger: dict[str, str]) -> None:
+    """Job 7 was submitted from job 4242's tasks and has no daemon of its own: its tasks must not
+    keep pointing CUDA at job 4242's daemon (they would run inside that job's MPS server, and
+    fail when its epilog quits it)."""
+    args = _daemon(tmp_path, 4242)
+    rc, lines = _remote(built, 7, *args, "--", **trigger,
+                        CUDA_MPS_PIPE_DIRECTORY=f"{tmp_path}/pipe/4242",
+                        CUDA_MPS_LOG_DIRECTORY=f"{tmp_path}/log/4242")
+    assert rc == 0, lines
+    assert _unset(lines) == ["CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"]
+    assert _setenv(lines) == []
+
+
+def test_other_jobs_dirs_replaced_by_own_daemon(built: tuple[Path, Path], tmp_path: Path) -> None:
+    args = _daemon(tmp_path, 7)
+    rc, lines = _remote(built, 7, *args, "--", "hase-mps=20",
+                        CUDA_MPS_PIPE_DIRECTORY=f"{tmp_path}/pipe/4242")
+    assert rc == 0, lines
+    assert f"CUDA_MPS_PIPE_DIRECTORY={tmp_path}/pipe/7" in _setenv(lines)
+
+
+@pytest.mark.parametrize("value", ["/tmp/nvidia-mps", "{pipe}", "{pipe}/7", "{pipe}-old/4242",
+                                   "{pipe}/7/"])
+def test_dirs_not_of_another_job_are_kept(built: tuple[Path, Path], tmp_path: Path,
+                                          value: str) -> None:
+    """A node-wide daemon's directory, the job's own, or anything outside pipe_dir: left alone."""
+    args = _daemon(tmp_path, 4242)
+    rc, lines = _remote(built, 7, *args, "--",
+                        CUDA_MPS_PIPE_DIRECTORY=value.format(pipe=f"{tmp_path}/pipe"))
+    assert rc == 0, lines
+    assert _unset(lines) == [] and _setenv(lines) == []
