@@ -18,7 +18,8 @@
  *   CUDA_MPS_LOG_DIRECTORY=<log_dir>/<jobid>
  * and, with --hase-mps only, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=PERCENT, SLURM_HASE_MPS=PERCENT
  * (and SLURM_HASE_SHARE_TAG when given). Without a daemon, --hase-mps logs one error line and
- * leaves the task's environment alone (CUDA would look for a daemon that is not there).
+ * leaves the task's environment alone (CUDA would look for a daemon that is not there); when
+ * the check fails otherwise (the job's user cannot enter pipe_dir), any MPS job logs why.
  * In every task, CUDA_MPS_PIPE_DIRECTORY / CUDA_MPS_LOG_DIRECTORY naming another job's directory
  * under pipe_dir / log_dir (inherited by a job submitted from an MPS job's tasks) are unset.
  * The directories match what templates/mps-prolog.sh.j2 starts the daemon with.
@@ -312,6 +313,15 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     if (job_path(path, sizeof(path), pipe_base, job_id, "/control") != 0)
         return -1;
     if (access(path, F_OK) != 0) {
+        int err = errno;
+
+        if (err != ENOENT) {
+            /* not "no daemon": this user cannot look (a pipe_dir only root may enter) */
+            slurm_error("hase_mps: job %u: the task runs without MPS: cannot check %s: %s "
+                        "(the job's user must be able to enter pipe_dir)",
+                        (unsigned int)job_id, path, strerror(err));
+            return 0;
+        }
         /* no daemon: a gres/mps job on a node without the MPS prolog stays silent */
         if (mps_percent > 0)
             slurm_error("hase_mps: --hase-mps=%d ignored, the task runs without MPS: no MPS "

@@ -256,7 +256,10 @@ def test_bad_plugstack_dir_fails_clearly(built: tuple[Path, Path], arg: str, mes
 
 
 def test_longest_dir_is_accepted(built: tuple[Path, Path]) -> None:
-    longest = "/" + "d" * 1022  # 1023 characters: the most the plugin takes, as the renderer
+    # 1023 characters: the most the plugin takes, as the renderer (in names of at most 255
+    # characters, so that the control pipe under it is missing, not ENAMETOOLONG)
+    longest = ("/" + "d" * 254) * 4 + "/dd"
+    assert len(longest) == 1023
     rc, lines = _remote(built, 1, f"log_dir={longest}d", "--", "hase-mps=10")
     assert rc == 1 and any("log_dir= is too long (1024 characters" in ln for ln in lines)
     rc, lines = _remote(built, 4294967295, f"pipe_dir={longest}", "--", "hase-mps=10")
@@ -314,3 +317,19 @@ def test_dirs_not_of_another_job_are_kept(built: tuple[Path, Path], tmp_path: Pa
                         CUDA_MPS_PIPE_DIRECTORY=value.format(pipe=f"{tmp_path}/pipe"))
     assert rc == 0, lines
     assert _unset(lines) == [] and _setenv(lines) == []
+
+
+@pytest.mark.parametrize("trigger", [("hase-mps=30",), ()])
+def test_unreachable_control_pipe_is_not_called_missing(built: tuple[Path, Path], tmp_path: Path,
+                                                        trigger: tuple[str, ...]) -> None:
+    """access() failing for another reason than ENOENT (here ENOTDIR; on a node EACCES, a pipe_dir
+    the job's user cannot enter) was reported as "missing", and a gres/mps job said nothing."""
+    (tmp_path / "file").write_text("")
+    rc, lines = _remote(built, 7, f"pipe_dir={tmp_path}/file", "--", *trigger,
+                        CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="50")
+    assert rc == 0, lines
+    assert _setenv(lines) == []
+    errors = [ln for ln in lines if ln.startswith("error ")]
+    assert errors == [f"error hase_mps: job 7: the task runs without MPS: cannot check "
+                      f"{tmp_path}/file/7/control: Not a directory (the job's user must be able "
+                      "to enter pipe_dir)"], lines
