@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -333,3 +334,17 @@ def test_unreachable_control_pipe_is_not_called_missing(built: tuple[Path, Path]
     assert errors == [f"error hase_mps: job 7: the task runs without MPS: cannot check "
                       f"{tmp_path}/file/7/control: Not a directory (the job's user must be able "
                       "to enter pipe_dir)"], lines
+
+
+@pytest.mark.parametrize("header", ["slurm_version.h", "spank.h"])
+def test_new_slurm_headers_rebuild_the_plugin(tmp_path: Path, header: str) -> None:
+    """The plugin bakes in SLURM_VERSION_NUMBER (Slurm refuses a plugin built for another
+    version): after a Slurm upgrade `make` said "up to date" and kept the old build."""
+    inc = tmp_path / "include"
+    shutil.copytree(HEADER.parent, inc / "slurm")
+    args = ["make", "-C", str(SPANK), f"BUILD_DIR={tmp_path / 'out'}", f"SLURM_INCLUDE={inc}"]
+    subprocess.run(args, capture_output=True, text=True, check=True)
+    assert subprocess.run([*args, "-q"], capture_output=True, check=False).returncode == 0
+    built_at = (tmp_path / "out" / "hase_mps.so").stat().st_mtime
+    os.utime(inc / "slurm" / header, (built_at + 10, built_at + 10))  # the upgrade
+    assert subprocess.run([*args, "-q"], capture_output=True, check=False).returncode == 1
