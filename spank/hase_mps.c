@@ -18,7 +18,10 @@
  *   CUDA_MPS_LOG_DIRECTORY=<log_dir>/<jobid>
  * and, with --hase-mps only, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=PERCENT, SLURM_HASE_MPS=PERCENT
  * (and SLURM_HASE_SHARE_TAG when given). Without a daemon, --hase-mps logs one error line and
- * leaves the task's environment alone (CUDA would look for a daemon that is not there).
+ * leaves the task's environment alone (CUDA would look for a daemon that is not there); when
+ * the check fails otherwise (the job's user cannot enter pipe_dir), any MPS job logs why.
+ * In every task, CUDA_MPS_PIPE_DIRECTORY / CUDA_MPS_LOG_DIRECTORY naming another job's directory
+ * under pipe_dir / log_dir (inherited by a job submitted from an MPS job's tasks) are unset.
  * The directories match what templates/mps-prolog.sh.j2 starts the daemon with.
  *
  * plugstack.conf arguments (all optional; `hase gpu mps render` prints the matching line):
@@ -44,14 +47,20 @@ static char share_tag[HASE_TAG_MAX] = "";
 static char pipe_base[HASE_PATH_MAX] = "/run/hase-mps";
 static char log_base[HASE_PATH_MAX] = "/var/log/hase-mps";
 
-/* Parse a percentage 1..100; return it, or -1 for anything else. */
+/* Parse a percentage 1..100 written in decimal digits only, as the MPS prolog takes it; return
+ * it, or -1 for anything else. strtol alone also took leading blanks and a sign (" 50", "+50"). */
 static int parse_percent(const char *text)
 {
     char *end = NULL;
     long value;
+    const char *p;
 
     if (text == NULL || *text == '\0')
         return -1;
+    for (p = text; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+    }
     errno = 0;
     value = strtol(text, &end, 10);
     if (errno != 0 || end == text || *end != '\0' || value < 1 || value > 100)
@@ -250,7 +259,36 @@ static int gres_mps_job(spank_t sp)
     return rc == ESPANK_NOSPACE || (rc == ESPANK_SUCCESS && value[0] != '\0');
 }
 
-/* slurmstepd, in each task before exec: point CUDA at the job's MPS daemon, if it has one. */
+/* Unset NAME when the job's environment points it at another job's directory under BASE
+ * (BASE/<other id>[/...]): a job submitted from an MPS job's tasks inherits that job's
+ * CUDA_MPS_* directories, and its CUDA would join the other job's daemon. Anything else (a
+ * node-wide daemon's directory, this job's own) stays. */
+static int drop_other_jobs_dir(spank_t sp, const char *name, const char *base, uint32_t job_id)
+{
+    char value[HASE_PATH_MAX + 32];
+    char own[16];
+    size_t n = strlen(base), k;
+    spank_err_t rc = spank_getenv(sp, name, value, sizeof(value));
+
+    if (rc != ESPANK_SUCCESS || strncmp(value, base, n) != 0 || value[n] != '/')
+        return 0;
+    snprintf(own, sizeof(own), "%u", (unsigned int)job_id);
+    k = strlen(own);
+    if (strncmp(value + n + 1, own, k) == 0 && (value[n + 1 + k] == '\0' || value[n + 1 + k] == '/'))
+        return 0;
+    slurm_debug("hase_mps: job %u: dropping %s=%s (another job's MPS daemon)",
+                (unsigned int)job_id, name, value);
+    rc = spank_unsetenv(sp, name);
+    if (rc != ESPANK_SUCCESS) {
+        slurm_error("hase_mps: cannot unset %s (%s, another job's MPS daemon): %s", name, value,
+                    spank_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+/* slurmstepd, in each task before exec: point CUDA at the job's MPS daemon, if it has one, and
+ * never at another job's. */
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
     uint32_t job_id = 0;
@@ -259,15 +297,31 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 
     (void)ac;
     (void)av;
-    if (!spank_remote(sp) || (mps_percent <= 0 && !gres_mps_job(sp)))
+    if (!spank_remote(sp))
         return 0;
     if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS) {
+        if (mps_percent <= 0 && !gres_mps_job(sp))
+            return 0; /* not an MPS job: no reason to fail its tasks */
         slurm_error("hase_mps: cannot read the job id");
         return -1;
     }
+    if (drop_other_jobs_dir(sp, "CUDA_MPS_PIPE_DIRECTORY", pipe_base, job_id) != 0 ||
+        drop_other_jobs_dir(sp, "CUDA_MPS_LOG_DIRECTORY", log_base, job_id) != 0)
+        return -1;
+    if (mps_percent <= 0 && !gres_mps_job(sp))
+        return 0;
     if (job_path(path, sizeof(path), pipe_base, job_id, "/control") != 0)
         return -1;
     if (access(path, F_OK) != 0) {
+        int err = errno;
+
+        if (err != ENOENT) {
+            /* not "no daemon": this user cannot look (a pipe_dir only root may enter) */
+            slurm_error("hase_mps: job %u: the task runs without MPS: cannot check %s: %s "
+                        "(the job's user must be able to enter pipe_dir)",
+                        (unsigned int)job_id, path, strerror(err));
+            return 0;
+        }
         /* no daemon: a gres/mps job on a node without the MPS prolog stays silent */
         if (mps_percent > 0)
             slurm_error("hase_mps: --hase-mps=%d ignored, the task runs without MPS: no MPS "

@@ -5,7 +5,7 @@
  * Loads the plugin, runs init (with plugargs), calls each option's callback, then
  * init_post_opt and (remote only) task_init, printing every SPANK call it sees:
  *   register NAME | usage NAME TEXT | cb NAME=VALUE rc=N | jcsetenv NAME=VALUE | setenv NAME=VALUE |
- *   error MESSAGE | hook NAME rc=N
+ *   unsetenv NAME | error MESSAGE | debug MESSAGE | hook NAME rc=N
  * spank_getenv reads the harness's own environment as the job's.
  * Exits 1 as soon as something fails, like srun does.
  */
@@ -66,6 +66,16 @@ spank_err_t spank_setenv(spank_t sp, const char *var, const char *val, int overw
     return ESPANK_SUCCESS;
 }
 
+spank_err_t spank_unsetenv(spank_t sp, const char *var)
+{
+    (void)sp;
+    if (context != S_CTX_REMOTE)
+        return ESPANK_NOT_REMOTE;
+    printf("unsetenv %s\n", var);
+    unsetenv(var);
+    return ESPANK_SUCCESS;
+}
+
 spank_err_t spank_getenv(spank_t sp, const char *var, char *buf, int len)
 {
     const char *value = getenv(var);
@@ -103,6 +113,16 @@ void slurm_error(const char *format, ...)
     va_list ap;
     va_start(ap, format);
     printf("error ");
+    vprintf(format, ap);
+    printf("\n");
+    va_end(ap);
+}
+
+void slurm_debug(const char *format, ...)
+{
+    va_list ap;
+    va_start(ap, format);
+    printf("debug ");
     vprintf(format, ap);
     printf("\n");
     va_end(ap);

@@ -153,3 +153,26 @@ def test_epilog_without_pipe_dir_kills_nothing(node: dict[str, Path]) -> None:
     proc = _run(scripts["epilog"], node, SLURM_JOB_ID="4243")  # another job
     assert proc.returncode == 0 and "nothing to do" in proc.stderr
     assert all(_alive(p) for p in daemons(node["daemons"]))
+
+
+@pytest.mark.parametrize("mode", [0o700, 0o750])
+def test_prolog_refuses_a_pipe_base_the_job_cannot_enter(node: dict[str, Path], mode: int) -> None:
+    """A root-only pipe base passed the safety checks: the daemon started, but the job's tasks
+    (its user) could not reach it, and the plugin (checking as that user) took it for missing."""
+    node["pipe"].mkdir(mode=mode)
+    node["pipe"].chmod(mode)
+    scripts = _scripts(node)
+    proc = _run(scripts["prolog"], node, SLURM_HASE_MPS="50")
+    assert proc.returncode == 1, proc.stderr
+    assert (f"ERROR: {node['pipe']} has mode {mode:o}: the job's tasks (uid 1234) cannot enter it"
+            in proc.stderr)
+    assert _calls(node) == []  # no daemon started
+
+
+def test_prolog_accepts_a_pipe_base_others_can_only_enter(node: dict[str, Path]) -> None:
+    node["pipe"].mkdir()
+    node["pipe"].chmod(0o711)
+    scripts = _scripts(node)
+    proc = _run(scripts["prolog"], node, SLURM_HASE_MPS="50")
+    assert proc.returncode == 0, proc.stderr
+    assert _calls(node)[0].startswith("args=[-d] ")

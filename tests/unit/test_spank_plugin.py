@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -111,12 +112,22 @@ def test_local_exports_to_prolog(built: tuple[Path, Path], ctx: str) -> None:
     assert not [ln for ln in lines if ln.startswith("setenv")]
 
 
-@pytest.mark.parametrize("value", ["0", "101", "-5", "abc", "50%", "", "5O"])
+@pytest.mark.parametrize("value", ["0", "101", "-5", "abc", "50%", "", "5O",
+                                   # strtol skips leading blanks and takes a sign: these passed
+                                   "+50", " 50", "\t50"])
 def test_bad_percent_fails_clearly(built: tuple[Path, Path], value: str) -> None:
     rc, lines = _host(built, "local", 0, "--", f"hase-mps={value}")
     assert rc == 1
     errors = [ln for ln in lines if ln.startswith("error ")]
     assert errors and "from 1 to 100" in errors[0] and f"--hase-mps={value} " in errors[0]
+
+
+@pytest.mark.parametrize(("value", "share"), [("1", "1"), ("100", "100"), ("050", "50")])
+def test_digits_only_percent_accepted(built: tuple[Path, Path], value: str, share: str) -> None:
+    """Leading zeros are digits (the MPS prolog takes "050" too); the share goes on as a number."""
+    rc, lines = _host(built, "local", 0, "--", f"hase-mps={value}")
+    assert rc == 0, lines
+    assert f"jcsetenv SLURM_HASE_MPS={share}" in lines
 
 
 @pytest.mark.parametrize("value", ["", "a b", "x;rm", "t" * 64])
@@ -246,7 +257,10 @@ def test_bad_plugstack_dir_fails_clearly(built: tuple[Path, Path], arg: str, mes
 
 
 def test_longest_dir_is_accepted(built: tuple[Path, Path]) -> None:
-    longest = "/" + "d" * 1022  # 1023 characters: the most the plugin takes, as the renderer
+    # 1023 characters: the most the plugin takes, as the renderer (in names of at most 255
+    # characters, so that the control pipe under it is missing, not ENAMETOOLONG)
+    longest = ("/" + "d" * 254) * 4 + "/dd"
+    assert len(longest) == 1023
     rc, lines = _remote(built, 1, f"log_dir={longest}d", "--", "hase-mps=10")
     assert rc == 1 and any("log_dir= is too long (1024 characters" in ln for ln in lines)
     rc, lines = _remote(built, 4294967295, f"pipe_dir={longest}", "--", "hase-mps=10")
@@ -262,3 +276,75 @@ def test_make_cflags_cannot_drop_required_flags(tmp_path: Path) -> None:
     for flag in ("-O0", "-g", "-fPIC", "-Werror", "-Wall", "-Wextra", "-shared",
                  "-I/opt/slurm/include"):
         assert flag in cmd, (flag, cmd)
+
+
+# --- CUDA_MPS_*_DIRECTORY inherited from another job (sbatch run inside an MPS job's script: the
+# new job's environment is the old job's) -------------------------------------------------------
+
+def _unset(lines: list[str]) -> list[str]:
+    return [ln.removeprefix("unsetenv ") for ln in lines if ln.startswith("unsetenv ")]
+
+
+@pytest.mark.parametrize("trigger", [{}, {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50"}])
+def test_other_jobs_mps_dirs_are_dropped(built: tuple[Path, Path], tmp_path: Path,
+                                         trigger: dict[str, str]) -> None:
+    """Job 7 was submitted from job 4242's tasks and has no daemon of its own: its tasks must not
+    keep pointing CUDA at job 4242's daemon (they would run inside that job's MPS server, and
+    fail when its epilog quits it)."""
+    args = _daemon(tmp_path, 4242)
+    rc, lines = _remote(built, 7, *args, "--", **trigger,
+                        CUDA_MPS_PIPE_DIRECTORY=f"{tmp_path}/pipe/4242",
+                        CUDA_MPS_LOG_DIRECTORY=f"{tmp_path}/log/4242")
+    assert rc == 0, lines
+    assert _unset(lines) == ["CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"]
+    assert _setenv(lines) == []
+
+
+def test_other_jobs_dirs_replaced_by_own_daemon(built: tuple[Path, Path], tmp_path: Path) -> None:
+    args = _daemon(tmp_path, 7)
+    rc, lines = _remote(built, 7, *args, "--", "hase-mps=20",
+                        CUDA_MPS_PIPE_DIRECTORY=f"{tmp_path}/pipe/4242")
+    assert rc == 0, lines
+    assert f"CUDA_MPS_PIPE_DIRECTORY={tmp_path}/pipe/7" in _setenv(lines)
+
+
+@pytest.mark.parametrize("value", ["/tmp/nvidia-mps", "{pipe}", "{pipe}/7", "{pipe}-old/4242",
+                                   "{pipe}/7/"])
+def test_dirs_not_of_another_job_are_kept(built: tuple[Path, Path], tmp_path: Path,
+                                          value: str) -> None:
+    """A node-wide daemon's directory, the job's own, or anything outside pipe_dir: left alone."""
+    args = _daemon(tmp_path, 4242)
+    rc, lines = _remote(built, 7, *args, "--",
+                        CUDA_MPS_PIPE_DIRECTORY=value.format(pipe=f"{tmp_path}/pipe"))
+    assert rc == 0, lines
+    assert _unset(lines) == [] and _setenv(lines) == []
+
+
+@pytest.mark.parametrize("trigger", [("hase-mps=30",), ()])
+def test_unreachable_control_pipe_is_not_called_missing(built: tuple[Path, Path], tmp_path: Path,
+                                                        trigger: tuple[str, ...]) -> None:
+    """access() failing for another reason than ENOENT (here ENOTDIR; on a node EACCES, a pipe_dir
+    the job's user cannot enter) was reported as "missing", and a gres/mps job said nothing."""
+    (tmp_path / "file").write_text("")
+    rc, lines = _remote(built, 7, f"pipe_dir={tmp_path}/file", "--", *trigger,
+                        CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="50")
+    assert rc == 0, lines
+    assert _setenv(lines) == []
+    errors = [ln for ln in lines if ln.startswith("error ")]
+    assert errors == [f"error hase_mps: job 7: the task runs without MPS: cannot check "
+                      f"{tmp_path}/file/7/control: Not a directory (the job's user must be able "
+                      "to enter pipe_dir)"], lines
+
+
+@pytest.mark.parametrize("header", ["slurm_version.h", "spank.h"])
+def test_new_slurm_headers_rebuild_the_plugin(tmp_path: Path, header: str) -> None:
+    """The plugin bakes in SLURM_VERSION_NUMBER (Slurm refuses a plugin built for another
+    version): after a Slurm upgrade `make` said "up to date" and kept the old build."""
+    inc = tmp_path / "include"
+    shutil.copytree(HEADER.parent, inc / "slurm")
+    args = ["make", "-C", str(SPANK), f"BUILD_DIR={tmp_path / 'out'}", f"SLURM_INCLUDE={inc}"]
+    subprocess.run(args, capture_output=True, text=True, check=True)
+    assert subprocess.run([*args, "-q"], capture_output=True, check=False).returncode == 0
+    built_at = (tmp_path / "out" / "hase_mps.so").stat().st_mtime
+    os.utime(inc / "slurm" / header, (built_at + 10, built_at + 10))  # the upgrade
+    assert subprocess.run([*args, "-q"], capture_output=True, check=False).returncode == 1
