@@ -185,3 +185,26 @@ def test_report_reads_sacct_whatever_the_callers_time_format_and_job_names(
     assert json.loads(res.stdout)["accounts"][0]["jobs"] >= 1
     shown = CommandBackend(SubprocessRunner({**slurm_env, "SLURM_TIME_FORMAT": time_format}))
     assert shown.job(job_id).submit_time == rec.submit_time  # scontrol show job, too
+
+
+def test_a_cpu_only_job_is_left_out_live_and_saved(
+        slurm_backend: CommandBackend, slurm_runner: SubprocessRunner, jobs: list[str],
+        tmp_path: Path) -> None:
+    """A job that asks for no GPU: sacct's ReqTRES and AllocTRES name none (text and JSON), so
+    the GPU report leaves it out (cpu_only_jobs) instead of counting its account at 0."""
+    cpu = slurm_backend.submit([*QUIET, "-A", "teamb", "-J", "it-cpu-only", "--wrap", "sleep 1"],
+                               None)
+    jobs.append(cpu)
+    gpu = slurm_backend.submit([*QUIET, "-A", "teama", "-J", "it-gpu", "--gpus=1",
+                                "--wrap", "sleep 1"], None)
+    jobs.append(gpu)
+    [c] = wait_for("the CPU job in sacct", lambda: _finished(slurm_backend, cpu), 120)
+    [g] = wait_for("the GPU job in sacct", lambda: _finished(slurm_backend, gpu), 120)
+    assert c.req_tres and not c.alloc_gpus, c
+    lo, hi = min(c.submit_time or 0, g.submit_time or 0) - 5, max(c.end_time or 0, g.end_time or 0) + 5
+    saved = _saved_sacct(slurm_runner, lo, hi, tmp_path / "saved.json")
+    offline = [r for r in read_saved_sacct(saved) if r.job_id in (cpu, gpu)]
+    for recs in ([c, g], offline):
+        rep = fairness_report(recs, shares={"teama": 1.0, "teamb": 1.0})
+        assert [a.account for a in rep.accounts] == ["teama"], recs
+        assert rep.cpu_only_jobs == 1
