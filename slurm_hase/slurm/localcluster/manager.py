@@ -8,7 +8,6 @@ import secrets
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from slurm_hase.errors import ClusterError, SlurmError
@@ -28,6 +27,11 @@ from slurm_hase.slurm.localcluster.services import (
     wait_for,
 )
 from slurm_hase.slurm.localcluster.spec import ClusterSpec
+from slurm_hase.slurm.localcluster.status import (
+    ClusterStatus,
+    expected_services,
+    not_ready_text,
+)
 from slurm_hase.slurm.runner import SubprocessRunner
 
 REQUIRED_BINARIES = {
@@ -35,27 +39,9 @@ REQUIRED_BINARIES = {
     "slurmdbd": "slurmdbd", "munged": "munge", "mungekey": "munge",
     "mariadbd": "mariadb-server", "mariadb-install-db": "mariadb-server", "mariadb": "mariadb-client",
 }
-READY_STATES = {"IDLE", "MIXED", "ALLOCATED", "COMPLETING", "PLANNED"}  # PLANNED: 23.02+ backfill
 SBIN_PATH = "/usr/local/sbin:/usr/sbin:/sbin"  # where Debian puts the daemons (not on a user's PATH)
 
 Progress = Callable[[str], None]
-
-
-@dataclass
-class ClusterStatus:
-    """What `hase cluster status` reports."""
-
-    root: str
-    slurm_conf: str
-    processes: dict[str, int] = field(default_factory=dict)
-    node_states: dict[str, str] = field(default_factory=dict)
-    accounting: bool = False
-    expected_nodes: int = 0
-
-    @property
-    def ready(self) -> bool:
-        return (self.accounting and len(self.node_states) == self.expected_nodes
-                and all(s in READY_STATES for s in self.node_states.values()))
 
 
 class LocalCluster:
@@ -95,7 +81,8 @@ class LocalCluster:
     def status(self) -> ClusterStatus:
         running = self.table.alive()
         status = ClusterStatus(str(self.paths.root), str(self.paths.slurm_conf), running,
-                               expected_nodes=len(self.spec.node_names))
+                               expected_nodes=len(self.spec.node_names),
+                               expected_processes=expected_services(self.spec.node_names))
         if "slurmctld" in running:
             status.node_states = self.node_states()
         if "slurmdbd" in running:
@@ -147,17 +134,7 @@ class LocalCluster:
 
     def _not_ready(self) -> str:
         """What keeps the cluster from being ready, in words an admin can act on."""
-        status = self.status()
-        if not status.accounting:
-            return "  sacct does not answer yet (slurmdbd: see log/slurmdbd.log)"
-        stuck = {n: s for n, s in status.node_states.items() if s not in READY_STATES}
-        missing = sorted(set(self.spec.node_names) - set(status.node_states))
-        parts = [f"  nodes not ready: {', '.join(f'{n} {s}' for n, s in sorted(stuck.items()))}"
-                 f" (resume with: scontrol update nodename={','.join(sorted(stuck))} "
-                 "state=resume)"] if stuck else []
-        if missing:
-            parts.append(f"  nodes slurmctld does not list: {', '.join(missing)}")
-        return "\n".join(parts) or "  every node is ready now: run 'hase cluster up' again"
+        return not_ready_text(self.status(), self.spec.node_names)
 
     def _rendered(self) -> dict[str, str]:
         """The config files this spec and checkout render (needs the db password file)."""
