@@ -65,3 +65,33 @@ def test_status_json_names_what_does_not_run(tmp_path: Path, monkeypatch: pytest
     assert report["not_running"][:4] == ["mariadb", "munged", "slurmctld", "slurmd-a100-1"]
     code, out, _ = _main(["cluster", "status", "--dir", str(root)], capsys)
     assert "not running: mariadb, munged" in out
+
+
+def test_up_timeout_reaches_each_daemon_wait(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """`up --timeout 300` still gave slurmdbd (making its tables on a first start, slow disk)
+    60 s, MariaDB 60 s and munged 15 s: a longer --timeout could not help a slow start."""
+    from slurm_hase.slurm.localcluster import manager as manager_mod
+
+    cluster = LocalCluster(load_spec(None), ClusterPaths(tmp_path / "cluster"))
+    monkeypatch.setattr(cluster.table, "alive", dict)
+    for step in ("_check_ports", "_check_saved_state", "_prepare", "_start_munge",
+                 "_start_mariadb", "_register_accounts", "_start_slurm"):
+        monkeypatch.setattr(cluster, step, lambda *_: None)
+    monkeypatch.setattr(manager_mod, "start_service", lambda *_: 1)
+    waits: dict[str, float] = {}
+
+    class Stop(Exception):
+        pass
+
+    def wait_for(what: str, check: object, timeout_s: float, *_: object) -> None:
+        waits[what] = timeout_s
+        raise Stop
+
+    monkeypatch.setattr(manager_mod, "wait_for", wait_for)
+    with pytest.raises(Stop):
+        cluster._up(lambda _: None, 300.0)
+    assert 290 < waits["slurmdbd"] <= 300
+    with pytest.raises(Stop):
+        cluster._up(lambda _: None, 20.0)
+    assert waits["slurmdbd"] == 60  # never less than before

@@ -54,6 +54,7 @@ class LocalCluster:
         self.runner = SubprocessRunner(self.env)
         self.table = ProcessTable(paths)
         self._release: tuple[int, int] | None = None  # _slurm_version
+        self._deadline = 0.0  # when `up`'s --timeout runs out (time.monotonic)
 
     # ---- queries -------------------------------------------------------------------------
     def node_states(self) -> dict[str, str]:
@@ -117,6 +118,7 @@ class LocalCluster:
         if "slurmctld" not in already:
             self._check_saved_state()
         started = time.monotonic()
+        self._deadline = started + timeout_s
         self._prepare(progress)
         self._start_munge(progress)
         self._start_mariadb(progress)
@@ -131,6 +133,11 @@ class LocalCluster:
             raise ClusterError(f"{exc}\n{self._not_ready()}") from None
         progress(f"ready in {time.monotonic() - started:.1f}s")
         return self.status()
+
+    def _wait_s(self, floor: float) -> float:
+        """How long one daemon may take to start: `floor`, or what is left of `up`'s timeout
+        if more (a first slurmdbd start makes its tables, which may take minutes)."""
+        return max(floor, self._deadline - time.monotonic())
 
     def _not_ready(self) -> str:
         """What keeps the cluster from being ready, in words an admin can act on."""
@@ -240,8 +247,8 @@ class LocalCluster:
             f"--log-file={self.paths.log}/munged.log",
             f"--seed-file={self.paths.state}/munge/munged.seed"), "munged")
         pid = start_service(self.runner, self.table, self.paths, svc, self.env)
-        wait_for("munged", self.paths.munge_socket.exists, 15, self.paths.log / "munged.out",
-                 lambda: pid_running(pid))
+        wait_for("munged", self.paths.munge_socket.exists, self._wait_s(15),
+                 self.paths.log / "munged.out", lambda: pid_running(pid))
 
     def _mariadb(self, *sql: str) -> None:
         sock = f"--socket={self.paths.mysql_run}/mysqld.sock"
@@ -264,7 +271,7 @@ class LocalCluster:
             os.chmod(path, 0o755)
         svc = Service("mariadb", ("mariadbd", cnf, "--user=mysql"), "mariadbd")
         pid = start_service(self.runner, self.table, self.paths, svc, self.env)
-        wait_for("MariaDB", lambda: port_open(self.spec.mariadb_port), 60,
+        wait_for("MariaDB", lambda: port_open(self.spec.mariadb_port), self._wait_s(60),
                  self.paths.mysql_log / "mariadb.log", lambda: pid_running(pid))
         password = self.paths.db_password_file.read_text().strip()
         self._mariadb(
@@ -281,7 +288,7 @@ class LocalCluster:
         progress("starting slurmdbd")
         svc = Service("slurmdbd", ("slurmdbd", "-D"), "slurmdbd")
         pid = start_service(self.runner, self.table, self.paths, svc, self.env)
-        wait_for("slurmdbd", lambda: port_open(self.spec.slurmdbd_port), 60,
+        wait_for("slurmdbd", lambda: port_open(self.spec.slurmdbd_port), self._wait_s(60),
                  self.paths.log / "slurmdbd.log", lambda: pid_running(pid))
 
     def _sacctmgr(self, *args: str) -> None:
@@ -314,9 +321,8 @@ class LocalCluster:
         progress("starting slurmctld")
         ctld = Service("slurmctld", ("slurmctld", "-D", "-i"), "slurmctld")
         pid = start_service(self.runner, self.table, self.paths, ctld, self.env)
-        wait_for("slurmctld", lambda: port_open(self.spec.slurmctld_port), 60,
-                 self.paths.log / "slurmctld.log",
-                 lambda: pid_running(pid))
+        wait_for("slurmctld", lambda: port_open(self.spec.slurmctld_port), self._wait_s(60),
+                 self.paths.log / "slurmctld.log", lambda: pid_running(pid))
         progress(f"starting {len(self.spec.node_names)} slurmd")
         for node in self.spec.node_names:
             svc = Service(f"slurmd-{node}", ("slurmd", "-D", "-N", node), "slurmd")
