@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from slurm_hase.errors import ClusterError
 from slurm_hase.slurm.localcluster.manager import LocalCluster
 from slurm_hase.slurm.localcluster.paths import ClusterPaths
 from slurm_hase.slurm.localcluster.spec import load_spec
@@ -95,3 +96,41 @@ def test_up_timeout_reaches_each_daemon_wait(tmp_path: Path,
     with pytest.raises(Stop):
         cluster._up(lambda _: None, 20.0)
     assert waits["slurmdbd"] == 60  # never less than before
+
+
+def _never(self: LocalCluster) -> None:
+    """Stands for all that `up` does after its checks: a test must never start daemons."""
+    raise AssertionError(f"up went past its checks for {self.paths.root}")
+
+
+@pytest.mark.parametrize("name", ["a b", "a#b", "gpu[0-1]", "a,b", "n%n", "q'uote"])
+def test_up_refuses_a_dir_the_configs_cannot_hold(tmp_path: Path, name: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """`up --dir '/tmp/hc odd/c'` wrote datadir=/tmp/hc odd/... into mariadb.cnf and failed
+    60 s later on MariaDB's "Table 'mysql.db' doesn't exist", munged left running (seen on the
+    real cluster); '[0-1]' or ',' are hostlists in gres.conf, '%n' is expanded by slurmd."""
+    import os
+
+    root = tmp_path / name / "cluster"
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(LocalCluster, "_check_binaries", _never)
+    cluster = LocalCluster(load_spec(None), ClusterPaths(root))
+    with pytest.raises(ClusterError, match="characters Slurm's and MariaDB's config files "
+                                           "cannot hold"):
+        cluster.up()
+    assert not (tmp_path / name).exists()
+
+
+def test_up_refuses_a_dir_too_long_for_its_sockets(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(LocalCluster, "_check_binaries", _never)
+    root = Path("/tmp") / ("d" * 80)
+    with pytest.raises(ClusterError, match=r"too long for the Unix sockets under it \(108 bytes"):
+        LocalCluster(load_spec(None), ClusterPaths(root)).up()
+    assert not root.exists()
+    from slurm_hase.slurm.localcluster.paths import root_problem
+
+    assert root_problem(ClusterPaths(Path("/tmp") / ("d" * 79))) is None

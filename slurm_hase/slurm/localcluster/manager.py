@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from slurm_hase.errors import ClusterError, SlurmError
-from slurm_hase.slurm.localcluster.paths import ClusterPaths
+from slurm_hase.slurm.localcluster.paths import ClusterPaths, root_problem
 from slurm_hase.slurm.localcluster.render import render_configs
 from slurm_hase.slurm.localcluster.saved import saved_state_problem
 from slurm_hase.slurm.localcluster.services import (
@@ -97,6 +97,9 @@ class LocalCluster:
         if os.geteuid() != 0:
             raise ClusterError("hase cluster up must run as root: it starts munged, MariaDB and "
                                "Slurm's daemons under their own users (sudo hase cluster up)")
+        problem = root_problem(self.paths)
+        if problem is not None:
+            raise ClusterError(problem)
         self._check_binaries()
         with exclusive(self.paths.lock_file):
             return self._up(progress, timeout_s)

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_DIR = "/var/lib/slurm-hase/cluster"
+# what slurm.conf, gres.conf and mariadb.cnf hold unquoted: a space ends the value, '#' starts a
+# comment, '[0-3]' and ',' are hostlists in gres.conf, '%n' is expanded in slurm.conf's paths
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9/._+@~-]+")
+_SOCKET_MAX = 107  # sun_path holds 108 bytes, the last a NUL
 
 
 @dataclass(frozen=True)
@@ -80,3 +85,20 @@ def cluster_paths(root: str | Path | None = None) -> ClusterPaths:
     """The cluster root: argument, else $HASE_CLUSTER_DIR, else /var/lib/slurm-hase/cluster."""
     chosen = root or os.environ.get("HASE_CLUSTER_DIR") or DEFAULT_DIR
     return ClusterPaths(Path(chosen).resolve())
+
+
+def root_problem(paths: ClusterPaths) -> str | None:
+    """Why the config files cannot name this cluster root (None if they can)."""
+    root = str(paths.root)
+    if not _PLAIN_PATH.fullmatch(root):
+        odd = sorted({c for c in root if not _PLAIN_PATH.fullmatch(c)})
+        return (f"the cluster folder {root!r} has characters Slurm's and MariaDB's config files "
+                f"cannot hold ({' '.join(repr(c) for c in odd)}); choose a --dir "
+                "(HASE_CLUSTER_DIR) of letters, digits and / . _ + @ ~ -")
+    sockets = (paths.munge_socket, paths.mysql_run / "mysqld.sock")
+    longest = max(len(os.fsencode(s)) for s in sockets)
+    if longest > _SOCKET_MAX:
+        return (f"the cluster folder {root} is too long for the Unix sockets under it "
+                f"({longest} bytes, at most {_SOCKET_MAX}); choose a shorter --dir "
+                f"(HASE_CLUSTER_DIR), at most {_SOCKET_MAX - longest + len(root)} characters")
+    return None
