@@ -134,3 +134,21 @@ def test_up_refuses_a_dir_too_long_for_its_sockets(tmp_path: Path,
     from slurm_hase.slurm.localcluster.paths import root_problem
 
     assert root_problem(ClusterPaths(Path("/tmp") / ("d" * 79))) is None
+
+
+def test_a_daemon_that_exits_is_not_called_slow(tmp_path: Path) -> None:
+    """MariaDB aborting at once was reported as 'did not become ready within 60s', which
+    sends the admin to --timeout; it now says the daemon exited, with its log."""
+    import time
+
+    from slurm_hase.slurm.localcluster.services import wait_for
+
+    log = tmp_path / "mariadb.log"
+    log.write_text("[ERROR] Aborting\n")
+    started = time.monotonic()
+    with pytest.raises(ClusterError, match=rf"^MariaDB exited before it was ready \(log {log}\)"
+                                           r"\n  \[ERROR\] Aborting$"):
+        wait_for("MariaDB", lambda: False, 60, log, lambda: False)
+    assert time.monotonic() - started < 5
+    with pytest.raises(ClusterError, match=r"^slurmdbd did not become ready within 0.3s"):
+        wait_for("slurmdbd", lambda: False, 0.3, None, lambda: True)
