@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -152,3 +154,16 @@ def test_a_daemon_that_exits_is_not_called_slow(tmp_path: Path) -> None:
     assert time.monotonic() - started < 5
     with pytest.raises(ClusterError, match=r"^slurmdbd did not become ready within 0.3s"):
         wait_for("slurmdbd", lambda: False, 0.3, None, lambda: True)
+
+
+@pytest.mark.skipif(shutil.which("slurmd", path="/usr/sbin") is None,
+                    reason="needs Debian's slurm-wlm (slurmd in /usr/sbin)")
+def test_daemons_in_sbin_are_started_without_sbin_on_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """_check_binaries found slurmd in /usr/sbin with a PATH that lacks it, but `up` then ran
+    'slurmd -V' (and spawned munged, mariadbd, ...) with that PATH: 'slurmd: command not found'
+    (seen as root with PATH=/usr/bin:/bin)."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:/usr/bin:/bin")
+    cluster = LocalCluster(load_spec(None), ClusterPaths(tmp_path / "cluster"))
+    cluster._check_binaries()
+    assert cluster._slurm_version() >= (20, 0)

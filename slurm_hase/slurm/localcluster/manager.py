@@ -50,7 +50,9 @@ class LocalCluster:
     def __init__(self, spec: ClusterSpec, paths: ClusterPaths) -> None:
         self.spec = spec
         self.paths = paths
-        self.env = {"SLURM_CONF": str(paths.slurm_conf)}
+        # the daemons are in /usr/sbin, which a non-login root shell or sudo may leave off PATH
+        self.env = {"SLURM_CONF": str(paths.slurm_conf),
+                    "PATH": f"{os.environ.get('PATH', '')}:{SBIN_PATH}"}
         self.runner = SubprocessRunner(self.env)
         self.table = ProcessTable(paths)
         self._release: tuple[int, int] | None = None  # _slurm_version
