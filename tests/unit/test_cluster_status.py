@@ -167,3 +167,17 @@ def test_daemons_in_sbin_are_started_without_sbin_on_path(
     cluster = LocalCluster(load_spec(None), ClusterPaths(tmp_path / "cluster"))
     cluster._check_binaries()
     assert cluster._slurm_version() >= (20, 0)
+
+
+@pytest.mark.skipif(shutil.which("slurmctld", path="/usr/sbin") is None,
+                    reason="needs Debian's slurm-wlm (slurmctld in /usr/sbin)")
+def test_live_tests_find_slurm_without_sbin_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The live tests said 'Slurm is not installed' (a failure under HASE_REQUIRE_CLUSTER=1)
+    where `up` finds and starts it: /usr/sbin off PATH."""
+    import os
+
+    from tests.integration.conftest import _unavailable_reason
+
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert _unavailable_reason() is None
