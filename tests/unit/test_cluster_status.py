@@ -181,3 +181,21 @@ def test_live_tests_find_slurm_without_sbin_on_path(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     assert _unavailable_reason() is None
+
+
+def test_down_needs_root_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A non-root `down` ended in a PermissionError traceback (cluster.lock, then kill)."""
+    import os
+
+    from slurm_hase.slurm.localcluster import manager as manager_mod
+
+    cluster = _running_but(tmp_path, monkeypatch, "none")
+    cluster.paths.root.mkdir()
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    stopped: list[int] = []
+    monkeypatch.setattr(manager_mod, "stop_pid", lambda pid, *_, **__: stopped.append(pid))
+    with pytest.raises(ClusterError, match=r"must run as root: .*\(sudo hase cluster down\)"):
+        cluster.down()
+    assert stopped == [] and not cluster.paths.lock_file.exists()
+    monkeypatch.setattr(cluster.table, "alive", dict)  # nothing runs: nothing to do
+    assert cluster.down() == []

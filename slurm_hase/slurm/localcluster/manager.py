@@ -350,6 +350,11 @@ class LocalCluster:
         nothing made, for a folder that does not exist: a mistyped --dir)."""
         if not self.paths.root.is_dir():
             return []
+        if os.geteuid() != 0:  # the daemons run as root: a traceback (EPERM) otherwise
+            if not self.table.alive():
+                return []
+            raise ClusterError("hase cluster down must run as root: the cluster's daemons run "
+                               "as root (sudo hase cluster down)")
         with exclusive(self.paths.lock_file):
             return self._down(progress)
 
