@@ -199,3 +199,50 @@ def test_down_needs_root_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert stopped == [] and not cluster.paths.lock_file.exists()
     monkeypatch.setattr(cluster.table, "alive", dict)  # nothing runs: nothing to do
     assert cluster.down() == []
+
+
+def _stubbed_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, alive: dict[str, int],
+                failing_step: str) -> LocalCluster:
+    """A cluster where `alive` runs, every start step does nothing and `failing_step` fails."""
+    from slurm_hase.errors import SlurmCommandError
+
+    cluster = LocalCluster(load_spec(None), ClusterPaths(tmp_path / "cluster"))
+    monkeypatch.setattr(cluster.table, "alive", lambda: dict(alive))
+    monkeypatch.setattr(cluster, "node_states", dict)
+    monkeypatch.setattr(cluster, "accounting_ok", lambda: False)
+    for step in ("_check_ports", "_check_saved_state", "_prepare", "_start_munge",
+                 "_start_mariadb", "_start_slurmdbd", "_register_accounts", "_start_slurm"):
+        monkeypatch.setattr(cluster, step, lambda *_: None)
+
+    def fail(*_: object) -> None:
+        raise SlurmCommandError(["sacctmgr", "-i", "add"], 1, "Connection refused")
+
+    monkeypatch.setattr(cluster, failing_step, fail)
+    return cluster
+
+
+def test_a_failed_up_says_what_it_left_running(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed start left munged, MariaDB and slurmdbd running without a word: the error now
+    names them and both ways on (up again once fixed, or down), with the --dir."""
+    alive = {"munged": 1, "mariadb": 2, "slurmdbd": 3}
+    cluster = _stubbed_up(tmp_path, monkeypatch, alive, "_register_accounts")
+    monkeypatch.setattr(cluster, "_changed_configs", list)
+    root = cluster.paths.root
+    with pytest.raises(ClusterError) as err:
+        cluster._up(lambda _: None, 90.0)
+    text = str(err.value)
+    assert text.startswith("sacctmgr -i add... exited 1: Connection refused\n")
+    assert (f"running: munged, mariadb, slurmdbd; once fixed, 'hase cluster up --dir {root}' "
+            f"starts the rest, 'hase cluster down --dir {root}' stops them") in text
+
+
+def test_up_does_not_rewrite_the_configs_of_running_daemons(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the spec changed and a slurmd dead (not ready), `up` rendered the new configs under
+    the running slurmctld and started the slurmd on them; it now asks for down, then up."""
+    cluster = _stubbed_up(tmp_path, monkeypatch, {"munged": 1, "slurmctld": 2}, "_prepare")
+    monkeypatch.setattr(cluster, "_changed_configs", lambda: ["slurm.conf"])
+    with pytest.raises(ClusterError, match=r"runs \(munged, slurmctld\) with other configs .*"
+                                           r"\(slurm.conf differ.*'hase cluster down --dir "):
+        cluster._up(lambda _: None, 90.0)

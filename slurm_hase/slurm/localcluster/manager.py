@@ -5,13 +5,20 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import shlex
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from slurm_hase.errors import ClusterError, SlurmError
-from slurm_hase.slurm.localcluster.paths import ClusterPaths, root_problem
+from slurm_hase.slurm.localcluster.paths import (
+    DEFAULT_DIR,
+    ClusterPaths,
+    check_enterable,
+    root_problem,
+    write_private,
+)
 from slurm_hase.slurm.localcluster.render import render_configs
 from slurm_hase.slurm.localcluster.saved import saved_state_problem
 from slurm_hase.slurm.localcluster.services import (
@@ -108,15 +115,15 @@ class LocalCluster:
 
     def _up(self, progress: Progress, timeout_s: float) -> ClusterStatus:
         already = self.table.alive()
+        changed = self._changed_configs() if already else []
+        if changed:  # rendering them anew would start the rest on configs the others lack
+            raise ClusterError(
+                f"the cluster under {self.paths.root} runs ({', '.join(sorted(already))}) "
+                f"with other configs than this spec and checkout render ({', '.join(changed)} "
+                "differ: a changed spec or template, or the SPANK plugin built since); run "
+                f"'hase cluster down{self._dir_arg()}', then 'hase cluster up{self._dir_arg()}'")
         status = self.status() if already else None
         if status is not None and status.ready:
-            changed = self._changed_configs()
-            if changed:
-                raise ClusterError(
-                    f"the cluster under {self.paths.root} is up with other configs than this "
-                    f"spec and checkout render ({', '.join(changed)} differ: a changed spec or "
-                    "template, or the SPANK plugin built since); run 'hase cluster down', then "
-                    "'hase cluster up'")
             progress("already up")
             return status
         self._check_ports(already)
@@ -124,20 +131,27 @@ class LocalCluster:
             self._check_saved_state()
         started = time.monotonic()
         self._deadline = started + timeout_s
+        try:
+            self._start_all(progress)
+            wait_for("all nodes idle and sacct answering", lambda: self.status().ready,
+                     max(30.0, self._deadline - time.monotonic()), self.paths.log / "slurmctld.log")
+        except (ClusterError, SlurmError) as exc:
+            raise ClusterError(f"{exc}\n{self._not_ready()}") from None
+        progress(f"ready in {time.monotonic() - started:.1f}s")
+        return self.status()
+
+    def _start_all(self, progress: Progress) -> None:
         self._prepare(progress)
         self._start_munge(progress)
         self._start_mariadb(progress)
         self._start_slurmdbd(progress)
         self._register_accounts(progress)
         self._start_slurm(progress)
-        remaining = max(30.0, timeout_s - (time.monotonic() - started))
-        try:
-            wait_for("all nodes idle and sacct answering", lambda: self.status().ready,
-                     remaining, self.paths.log / "slurmctld.log")
-        except ClusterError as exc:
-            raise ClusterError(f"{exc}\n{self._not_ready()}") from None
-        progress(f"ready in {time.monotonic() - started:.1f}s")
-        return self.status()
+
+    def _dir_arg(self) -> str:
+        """' --dir ROOT' for a command naming this cluster, '' for the default folder."""
+        root = str(self.paths.root)
+        return "" if root == DEFAULT_DIR else f" --dir {shlex.quote(root)}"
 
     def _wait_s(self, floor: float) -> float:
         """How long one daemon may take to start: `floor`, or what is left of `up`'s timeout
@@ -145,8 +159,15 @@ class LocalCluster:
         return max(floor, self._deadline - time.monotonic())
 
     def _not_ready(self) -> str:
-        """What keeps the cluster from being ready, in words an admin can act on."""
-        return not_ready_text(self.status(), self.spec.node_names)
+        """What keeps the cluster from being ready, and what runs, in words an admin can act on
+        (a failed start leaves what it started running: up again goes on from there)."""
+        status = self.status()
+        text = not_ready_text(status, self.spec.node_names)
+        if status.processes:
+            text += (f"\n  running: {', '.join(status.processes)}; once fixed, "
+                     f"'hase cluster up{self._dir_arg()}' starts the rest, "
+                     f"'hase cluster down{self._dir_arg()}' stops them")
+        return text
 
     def _rendered(self) -> dict[str, str]:
         """The config files this spec and checkout render (needs the db password file)."""
@@ -195,13 +216,13 @@ class LocalCluster:
         # there (earlier versions left them 0777 for MariaDB, which now has its own folders)
         for d in (self.paths.root, self.paths.state, self.paths.run, self.paths.log):
             os.chmod(d, 0o755)
-        _check_enterable(self.paths.root)
+        check_enterable(self.paths.root)
         if not self.paths.db_password_file.exists():
-            _write_private(self.paths.db_password_file, secrets.token_hex(12))
+            write_private(self.paths.db_password_file, secrets.token_hex(12))
         for name, text in self._rendered().items():
             target = self.paths.etc / name
             if name == "slurmdbd.conf":
-                _write_private(target, text)  # the database password: never readable by others
+                write_private(target, text)  # the database password: never readable by others
             else:
                 target.write_text(text)
                 os.chmod(target, 0o644)
@@ -376,22 +397,3 @@ class LocalCluster:
             stop_pid(pid, "slurmstepd", timeout_s=5)
         return order
 
-
-def _write_private(path: Path, text: str) -> None:
-    """Write `text` to a file only its owner can read, from the first byte on."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        os.fchmod(fh.fileno(), 0o600)
-        fh.write(text)
-
-
-def _check_enterable(root: Path) -> None:
-    """MariaDB runs as `mysql`: every folder above the cluster root must let others enter it
-    (x for others), or MariaDB times out with an empty log. ClusterError names the folder."""
-    for folder in root.parents:
-        mode = folder.stat().st_mode
-        if not mode & 0o001:
-            raise ClusterError(
-                f"{folder} (mode {mode & 0o777:04o}) cannot be entered by other users, and "
-                f"MariaDB runs as mysql under {root}: chmod o+x {folder}, or choose a --dir "
-                "(HASE_CLUSTER_DIR) outside it")

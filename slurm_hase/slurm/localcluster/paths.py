@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from slurm_hase.errors import ClusterError
+
 DEFAULT_DIR = "/var/lib/slurm-hase/cluster"
 # what slurm.conf, gres.conf and mariadb.cnf hold unquoted: a space ends the value, '#' starts a
 # comment, '[0-3]' and ',' are hostlists in gres.conf, '%n' is expanded in slurm.conf's paths
@@ -102,3 +104,23 @@ def root_problem(paths: ClusterPaths) -> str | None:
                 f"({longest} bytes, at most {_SOCKET_MAX}); choose a shorter --dir "
                 f"(HASE_CLUSTER_DIR), at most {_SOCKET_MAX - longest + len(root)} characters")
     return None
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `text` to a file only its owner can read, from the first byte on."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        os.fchmod(fh.fileno(), 0o600)
+        fh.write(text)
+
+
+def check_enterable(root: Path) -> None:
+    """MariaDB runs as `mysql`: every folder above the cluster root must let others enter it
+    (x for others), or MariaDB times out with an empty log. ClusterError names the folder."""
+    for folder in root.parents:
+        mode = folder.stat().st_mode
+        if not mode & 0o001:
+            raise ClusterError(
+                f"{folder} (mode {mode & 0o777:04o}) cannot be entered by other users, and "
+                f"MariaDB runs as mysql under {root}: chmod o+x {folder}, or choose a --dir "
+                "(HASE_CLUSTER_DIR) outside it")
