@@ -246,3 +246,19 @@ def test_up_does_not_rewrite_the_configs_of_running_daemons(
     with pytest.raises(ClusterError, match=r"runs \(munged, slurmctld\) with other configs .*"
                                            r"\(slurm.conf differ.*'hase cluster down --dir "):
         cluster._up(lambda _: None, 90.0)
+
+
+def test_a_port_taken_on_another_local_address_is_in_use() -> None:
+    """A listener on 127.0.0.2:17003 passed the port check (a test bind on 127.0.0.1), then
+    slurmd could not bind 0.0.0.0:17003 and up failed after its whole timeout (seen on the
+    real cluster)."""
+    import socket
+
+    from slurm_hase.slurm.localcluster.services import port_in_use
+
+    with socket.socket() as other:
+        other.bind(("127.0.0.2", 0))
+        other.listen()
+        port = int(other.getsockname()[1])
+        assert port_in_use(port)
+    assert not port_in_use(port)

@@ -29,10 +29,12 @@ class Service:
 
 
 def port_in_use(port: int) -> bool:
+    """True if a daemon could not listen on `port` on every address, as slurmctld, slurmd and
+    slurmdbd do (a listener on 127.0.0.2 or a LAN address only is in their way too)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind(("127.0.0.1", port))
+            sock.bind(("0.0.0.0", port))  # noqa: S104 - a test bind, closed at once
         except OSError:
             return True
     return False
