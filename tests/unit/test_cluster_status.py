@@ -262,3 +262,17 @@ def test_a_port_taken_on_another_local_address_is_in_use() -> None:
         port = int(other.getsockname()[1])
         assert port_in_use(port)
     assert not port_in_use(port)
+
+
+def test_a_node_without_its_slurmd_is_not_sent_to_resume(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slurmd that could not start (port taken) was named as not running and also given
+    'scontrol update ... state=resume', which cannot help a node with no slurmd."""
+    cluster = _running_but(tmp_path, monkeypatch, "slurmd-v100-1")
+    monkeypatch.setattr(cluster, "node_states", lambda: {
+        n: ("UNKNOWN" if n == "v100-1" else "DOWN" if n == "t4-1" else "IDLE")
+        for n in cluster.spec.node_names})
+    text = cluster._not_ready()
+    assert "not running: slurmd-v100-1" in text
+    assert "nodes not ready: t4-1 DOWN (resume with: scontrol update nodename=t4-1 " in text
+    assert "v100-1 UNKNOWN" not in text

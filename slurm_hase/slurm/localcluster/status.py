@@ -45,7 +45,8 @@ def not_ready_text(status: ClusterStatus, node_names: list[str]) -> str:
     if not status.accounting:
         parts.append("  sacct does not answer yet (slurmdbd: see log/slurmdbd.log)")
         return "\n".join(parts)
-    stuck = {n: s for n, s in status.node_states.items() if s not in READY_STATES}
+    stuck = {n: s for n, s in status.node_states.items()  # a node without its slurmd: above
+             if s not in READY_STATES and f"slurmd-{n}" not in status.missing}
     missing = sorted(set(node_names) - set(status.node_states))
     if stuck:
         parts.append(f"  nodes not ready: {', '.join(f'{n} {s}' for n, s in sorted(stuck.items()))}"
