@@ -89,11 +89,14 @@ def status(spec_path: str | None, root: str | None, as_json: bool) -> None:
     st = _cluster(spec_path, root).status()
     if as_json:
         click.echo(json.dumps({"ready": st.ready, "root": st.root, "slurm_conf": st.slurm_conf,
-                               "processes": st.processes, "nodes": st.node_states,
+                               "processes": st.processes, "not_running": st.missing,
+                               "nodes": st.node_states,
                                "accounting": st.accounting}, indent=2))
     else:
         click.echo(f"root:       {st.root}\nSLURM_CONF: {st.slurm_conf}")
         click.echo(f"processes:  {', '.join(sorted(st.processes)) or 'none'}")
+        if st.missing:
+            click.echo(f"not running: {', '.join(st.missing)}")
         for node, state in sorted(st.node_states.items()):
             click.echo(f"  {node:12s} {state}")
         click.echo(f"accounting: {'ok' if st.accounting else 'not answering'}")

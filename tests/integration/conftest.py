@@ -15,7 +15,7 @@ import pytest
 
 from slurm_hase.errors import HaseError
 from slurm_hase.slurm.command_backend import CommandBackend
-from slurm_hase.slurm.localcluster.manager import LocalCluster
+from slurm_hase.slurm.localcluster.manager import SBIN_PATH, LocalCluster
 from slurm_hase.slurm.localcluster.paths import cluster_paths
 from slurm_hase.slurm.localcluster.spec import load_spec
 from slurm_hase.slurm.runner import SubprocessRunner
@@ -24,7 +24,7 @@ from slurm_hase.slurm.runner import SubprocessRunner
 def _unavailable_reason() -> str | None:
     if os.geteuid() != 0:
         return "the local Slurm cluster needs root"
-    if shutil.which("slurmctld") is None:
+    if shutil.which("slurmctld", path=f"{os.environ.get('PATH', '')}:{SBIN_PATH}") is None:
         return "Slurm is not installed (apt-get install slurm-wlm slurmdbd munge mariadb-server)"
     return None
 

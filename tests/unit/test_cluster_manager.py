@@ -16,8 +16,8 @@ import pytest
 
 from slurm_hase.errors import ClusterError, SlurmTimeoutError
 from slurm_hase.slurm.localcluster import manager as manager_mod
-from slurm_hase.slurm.localcluster.manager import LocalCluster, _write_private
-from slurm_hase.slurm.localcluster.paths import ClusterPaths
+from slurm_hase.slurm.localcluster.manager import LocalCluster
+from slurm_hase.slurm.localcluster.paths import ClusterPaths, write_private
 from slurm_hase.slurm.localcluster.services import ProcessTable, process_alive, start_ticks
 from slurm_hase.slurm.localcluster.spec import load_spec
 
@@ -93,7 +93,7 @@ def test_private_files_are_never_readable_by_others(tmp_path: Path) -> None:
     target = tmp_path / "db-password"
     target.write_text("old")
     os.chmod(target, 0o644)
-    _write_private(target, "secret")
+    write_private(target, "secret")
     assert target.read_text() == "secret"
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
 
@@ -195,7 +195,7 @@ def test_a_cluster_dir_mysql_cannot_reach_is_named(tmp_path: Path) -> None:
     log; the folder is named before anything starts."""
     import tempfile
 
-    from slurm_hase.slurm.localcluster.manager import _check_enterable
+    from slurm_hase.slurm.localcluster.paths import check_enterable
 
     top = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's own tmp folders are private (0700)
     private = top / "private"
@@ -204,8 +204,8 @@ def test_a_cluster_dir_mysql_cannot_reach_is_named(tmp_path: Path) -> None:
         (private / "cluster").mkdir(parents=True)
         os.chmod(private, 0o700)
         with pytest.raises(ClusterError, match=rf"^{private} \(mode 0700\) cannot be entered"):
-            _check_enterable(private / "cluster")
+            check_enterable(private / "cluster")
         os.chmod(private, 0o711)
-        _check_enterable(private / "cluster")
+        check_enterable(private / "cluster")
     finally:
         shutil.rmtree(top)

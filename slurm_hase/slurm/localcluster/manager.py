@@ -5,14 +5,20 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import shlex
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from slurm_hase.errors import ClusterError, SlurmError
-from slurm_hase.slurm.localcluster.paths import ClusterPaths
+from slurm_hase.slurm.localcluster.paths import (
+    DEFAULT_DIR,
+    ClusterPaths,
+    check_enterable,
+    root_problem,
+    write_private,
+)
 from slurm_hase.slurm.localcluster.render import render_configs
 from slurm_hase.slurm.localcluster.saved import saved_state_problem
 from slurm_hase.slurm.localcluster.services import (
@@ -28,6 +34,11 @@ from slurm_hase.slurm.localcluster.services import (
     wait_for,
 )
 from slurm_hase.slurm.localcluster.spec import ClusterSpec
+from slurm_hase.slurm.localcluster.status import (
+    ClusterStatus,
+    expected_services,
+    not_ready_text,
+)
 from slurm_hase.slurm.runner import SubprocessRunner
 
 REQUIRED_BINARIES = {
@@ -35,27 +46,9 @@ REQUIRED_BINARIES = {
     "slurmdbd": "slurmdbd", "munged": "munge", "mungekey": "munge",
     "mariadbd": "mariadb-server", "mariadb-install-db": "mariadb-server", "mariadb": "mariadb-client",
 }
-READY_STATES = {"IDLE", "MIXED", "ALLOCATED", "COMPLETING", "PLANNED"}  # PLANNED: 23.02+ backfill
 SBIN_PATH = "/usr/local/sbin:/usr/sbin:/sbin"  # where Debian puts the daemons (not on a user's PATH)
 
 Progress = Callable[[str], None]
-
-
-@dataclass
-class ClusterStatus:
-    """What `hase cluster status` reports."""
-
-    root: str
-    slurm_conf: str
-    processes: dict[str, int] = field(default_factory=dict)
-    node_states: dict[str, str] = field(default_factory=dict)
-    accounting: bool = False
-    expected_nodes: int = 0
-
-    @property
-    def ready(self) -> bool:
-        return (self.accounting and len(self.node_states) == self.expected_nodes
-                and all(s in READY_STATES for s in self.node_states.values()))
 
 
 class LocalCluster:
@@ -64,10 +57,13 @@ class LocalCluster:
     def __init__(self, spec: ClusterSpec, paths: ClusterPaths) -> None:
         self.spec = spec
         self.paths = paths
-        self.env = {"SLURM_CONF": str(paths.slurm_conf)}
+        # the daemons are in /usr/sbin, which a non-login root shell or sudo may leave off PATH
+        self.env = {"SLURM_CONF": str(paths.slurm_conf),
+                    "PATH": f"{os.environ.get('PATH', '')}:{SBIN_PATH}"}
         self.runner = SubprocessRunner(self.env)
         self.table = ProcessTable(paths)
         self._release: tuple[int, int] | None = None  # _slurm_version
+        self._deadline = 0.0  # when `up`'s --timeout runs out (time.monotonic)
 
     # ---- queries -------------------------------------------------------------------------
     def node_states(self) -> dict[str, str]:
@@ -95,7 +91,8 @@ class LocalCluster:
     def status(self) -> ClusterStatus:
         running = self.table.alive()
         status = ClusterStatus(str(self.paths.root), str(self.paths.slurm_conf), running,
-                               expected_nodes=len(self.spec.node_names))
+                               expected_nodes=len(self.spec.node_names),
+                               expected_processes=expected_services(self.spec.node_names))
         if "slurmctld" in running:
             status.node_states = self.node_states()
         if "slurmdbd" in running:
@@ -109,55 +106,68 @@ class LocalCluster:
         if os.geteuid() != 0:
             raise ClusterError("hase cluster up must run as root: it starts munged, MariaDB and "
                                "Slurm's daemons under their own users (sudo hase cluster up)")
+        problem = root_problem(self.paths)
+        if problem is not None:
+            raise ClusterError(problem)
         self._check_binaries()
         with exclusive(self.paths.lock_file):
             return self._up(progress, timeout_s)
 
     def _up(self, progress: Progress, timeout_s: float) -> ClusterStatus:
         already = self.table.alive()
+        changed = self._changed_configs() if already else []
+        if changed:  # rendering them anew would start the rest on configs the others lack
+            raise ClusterError(
+                f"the cluster under {self.paths.root} runs ({', '.join(sorted(already))}) "
+                f"with other configs than this spec and checkout render ({', '.join(changed)} "
+                "differ: a changed spec or template, or the SPANK plugin built since); run "
+                f"'hase cluster down{self._dir_arg()}', then 'hase cluster up{self._dir_arg()}'")
         status = self.status() if already else None
         if status is not None and status.ready:
-            changed = self._changed_configs()
-            if changed:
-                raise ClusterError(
-                    f"the cluster under {self.paths.root} is up with other configs than this "
-                    f"spec and checkout render ({', '.join(changed)} differ: a changed spec or "
-                    "template, or the SPANK plugin built since); run 'hase cluster down', then "
-                    "'hase cluster up'")
             progress("already up")
             return status
         self._check_ports(already)
         if "slurmctld" not in already:
             self._check_saved_state()
         started = time.monotonic()
+        self._deadline = started + timeout_s
+        try:
+            self._start_all(progress)
+            wait_for("all nodes idle and sacct answering", lambda: self.status().ready,
+                     max(30.0, self._deadline - time.monotonic()), self.paths.log / "slurmctld.log")
+        except (ClusterError, SlurmError) as exc:
+            raise ClusterError(f"{exc}\n{self._not_ready()}") from None
+        progress(f"ready in {time.monotonic() - started:.1f}s")
+        return self.status()
+
+    def _start_all(self, progress: Progress) -> None:
         self._prepare(progress)
         self._start_munge(progress)
         self._start_mariadb(progress)
         self._start_slurmdbd(progress)
         self._register_accounts(progress)
         self._start_slurm(progress)
-        remaining = max(30.0, timeout_s - (time.monotonic() - started))
-        try:
-            wait_for("all nodes idle and sacct answering", lambda: self.status().ready,
-                     remaining, self.paths.log / "slurmctld.log")
-        except ClusterError as exc:
-            raise ClusterError(f"{exc}\n{self._not_ready()}") from None
-        progress(f"ready in {time.monotonic() - started:.1f}s")
-        return self.status()
+
+    def _dir_arg(self) -> str:
+        """' --dir ROOT' for a command naming this cluster, '' for the default folder."""
+        root = str(self.paths.root)
+        return "" if root == DEFAULT_DIR else f" --dir {shlex.quote(root)}"
+
+    def _wait_s(self, floor: float) -> float:
+        """How long one daemon may take to start: `floor`, or what is left of `up`'s timeout
+        if more (a first slurmdbd start makes its tables, which may take minutes)."""
+        return max(floor, self._deadline - time.monotonic())
 
     def _not_ready(self) -> str:
-        """What keeps the cluster from being ready, in words an admin can act on."""
+        """What keeps the cluster from being ready, and what runs, in words an admin can act on
+        (a failed start leaves what it started running: up again goes on from there)."""
         status = self.status()
-        if not status.accounting:
-            return "  sacct does not answer yet (slurmdbd: see log/slurmdbd.log)"
-        stuck = {n: s for n, s in status.node_states.items() if s not in READY_STATES}
-        missing = sorted(set(self.spec.node_names) - set(status.node_states))
-        parts = [f"  nodes not ready: {', '.join(f'{n} {s}' for n, s in sorted(stuck.items()))}"
-                 f" (resume with: scontrol update nodename={','.join(sorted(stuck))} "
-                 "state=resume)"] if stuck else []
-        if missing:
-            parts.append(f"  nodes slurmctld does not list: {', '.join(missing)}")
-        return "\n".join(parts) or "  every node is ready now: run 'hase cluster up' again"
+        text = not_ready_text(status, self.spec.node_names)
+        if status.processes:
+            text += (f"\n  running: {', '.join(status.processes)}; once fixed, "
+                     f"'hase cluster up{self._dir_arg()}' starts the rest, "
+                     f"'hase cluster down{self._dir_arg()}' stops them")
+        return text
 
     def _rendered(self) -> dict[str, str]:
         """The config files this spec and checkout render (needs the db password file)."""
@@ -206,13 +216,13 @@ class LocalCluster:
         # there (earlier versions left them 0777 for MariaDB, which now has its own folders)
         for d in (self.paths.root, self.paths.state, self.paths.run, self.paths.log):
             os.chmod(d, 0o755)
-        _check_enterable(self.paths.root)
+        check_enterable(self.paths.root)
         if not self.paths.db_password_file.exists():
-            _write_private(self.paths.db_password_file, secrets.token_hex(12))
+            write_private(self.paths.db_password_file, secrets.token_hex(12))
         for name, text in self._rendered().items():
             target = self.paths.etc / name
             if name == "slurmdbd.conf":
-                _write_private(target, text)  # the database password: never readable by others
+                write_private(target, text)  # the database password: never readable by others
             else:
                 target.write_text(text)
                 os.chmod(target, 0o644)
@@ -263,8 +273,8 @@ class LocalCluster:
             f"--log-file={self.paths.log}/munged.log",
             f"--seed-file={self.paths.state}/munge/munged.seed"), "munged")
         pid = start_service(self.runner, self.table, self.paths, svc, self.env)
-        wait_for("munged", self.paths.munge_socket.exists, 15, self.paths.log / "munged.out",
-                 lambda: pid_running(pid))
+        wait_for("munged", self.paths.munge_socket.exists, self._wait_s(15),
+                 self.paths.log / "munged.out", lambda: pid_running(pid))
 
     def _mariadb(self, *sql: str) -> None:
         sock = f"--socket={self.paths.mysql_run}/mysqld.sock"
@@ -287,7 +297,7 @@ class LocalCluster:
             os.chmod(path, 0o755)
         svc = Service("mariadb", ("mariadbd", cnf, "--user=mysql"), "mariadbd")
         pid = start_service(self.runner, self.table, self.paths, svc, self.env)
-        wait_for("MariaDB", lambda: port_open(self.spec.mariadb_port), 60,
+        wait_for("MariaDB", lambda: port_open(self.spec.mariadb_port), self._wait_s(60),
                  self.paths.mysql_log / "mariadb.log", lambda: pid_running(pid))
         password = self.paths.db_password_file.read_text().strip()
         self._mariadb(
@@ -304,7 +314,7 @@ class LocalCluster:
         progress("starting slurmdbd")
         svc = Service("slurmdbd", ("slurmdbd", "-D"), "slurmdbd")
         pid = start_service(self.runner, self.table, self.paths, svc, self.env)
-        wait_for("slurmdbd", lambda: port_open(self.spec.slurmdbd_port), 60,
+        wait_for("slurmdbd", lambda: port_open(self.spec.slurmdbd_port), self._wait_s(60),
                  self.paths.log / "slurmdbd.log", lambda: pid_running(pid))
 
     def _sacctmgr(self, *args: str) -> None:
@@ -337,9 +347,8 @@ class LocalCluster:
         progress("starting slurmctld")
         ctld = Service("slurmctld", ("slurmctld", "-D", "-i"), "slurmctld")
         pid = start_service(self.runner, self.table, self.paths, ctld, self.env)
-        wait_for("slurmctld", lambda: port_open(self.spec.slurmctld_port), 60,
-                 self.paths.log / "slurmctld.log",
-                 lambda: pid_running(pid))
+        wait_for("slurmctld", lambda: port_open(self.spec.slurmctld_port), self._wait_s(60),
+                 self.paths.log / "slurmctld.log", lambda: pid_running(pid))
         progress(f"starting {len(self.spec.node_names)} slurmd")
         for node in self.spec.node_names:
             svc = Service(f"slurmd-{node}", ("slurmd", "-D", "-N", node), "slurmd")
@@ -362,6 +371,11 @@ class LocalCluster:
         nothing made, for a folder that does not exist: a mistyped --dir)."""
         if not self.paths.root.is_dir():
             return []
+        if os.geteuid() != 0:  # the daemons run as root: a traceback (EPERM) otherwise
+            if not self.table.alive():
+                return []
+            raise ClusterError("hase cluster down must run as root: the cluster's daemons run "
+                               "as root (sudo hase cluster down)")
         with exclusive(self.paths.lock_file):
             return self._down(progress)
 
@@ -383,22 +397,3 @@ class LocalCluster:
             stop_pid(pid, "slurmstepd", timeout_s=5)
         return order
 
-
-def _write_private(path: Path, text: str) -> None:
-    """Write `text` to a file only its owner can read, from the first byte on."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        os.fchmod(fh.fileno(), 0o600)
-        fh.write(text)
-
-
-def _check_enterable(root: Path) -> None:
-    """MariaDB runs as `mysql`: every folder above the cluster root must let others enter it
-    (x for others), or MariaDB times out with an empty log. ClusterError names the folder."""
-    for folder in root.parents:
-        mode = folder.stat().st_mode
-        if not mode & 0o001:
-            raise ClusterError(
-                f"{folder} (mode {mode & 0o777:04o}) cannot be entered by other users, and "
-                f"MariaDB runs as mysql under {root}: chmod o+x {folder}, or choose a --dir "
-                "(HASE_CLUSTER_DIR) outside it")

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from slurm_hase.errors import ClusterError
+
 DEFAULT_DIR = "/var/lib/slurm-hase/cluster"
+# what slurm.conf, gres.conf and mariadb.cnf hold unquoted: a space ends the value, '#' starts a
+# comment, '[0-3]' and ',' are hostlists in gres.conf, '%n' is expanded in slurm.conf's paths
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9/._+@~-]+")
+_SOCKET_MAX = 107  # sun_path holds 108 bytes, the last a NUL
 
 
 @dataclass(frozen=True)
@@ -80,3 +87,40 @@ def cluster_paths(root: str | Path | None = None) -> ClusterPaths:
     """The cluster root: argument, else $HASE_CLUSTER_DIR, else /var/lib/slurm-hase/cluster."""
     chosen = root or os.environ.get("HASE_CLUSTER_DIR") or DEFAULT_DIR
     return ClusterPaths(Path(chosen).resolve())
+
+
+def root_problem(paths: ClusterPaths) -> str | None:
+    """Why the config files cannot name this cluster root (None if they can)."""
+    root = str(paths.root)
+    if not _PLAIN_PATH.fullmatch(root):
+        odd = sorted({c for c in root if not _PLAIN_PATH.fullmatch(c)})
+        return (f"the cluster folder {root!r} has characters Slurm's and MariaDB's config files "
+                f"cannot hold ({' '.join(repr(c) for c in odd)}); choose a --dir "
+                "(HASE_CLUSTER_DIR) of letters, digits and / . _ + @ ~ -")
+    sockets = (paths.munge_socket, paths.mysql_run / "mysqld.sock")
+    longest = max(len(os.fsencode(s)) for s in sockets)
+    if longest > _SOCKET_MAX:
+        return (f"the cluster folder {root} is too long for the Unix sockets under it "
+                f"({longest} bytes, at most {_SOCKET_MAX}); choose a shorter --dir "
+                f"(HASE_CLUSTER_DIR), at most {_SOCKET_MAX - longest + len(root)} characters")
+    return None
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `text` to a file only its owner can read, from the first byte on."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        os.fchmod(fh.fileno(), 0o600)
+        fh.write(text)
+
+
+def check_enterable(root: Path) -> None:
+    """MariaDB runs as `mysql`: every folder above the cluster root must let others enter it
+    (x for others), or MariaDB times out with an empty log. ClusterError names the folder."""
+    for folder in root.parents:
+        mode = folder.stat().st_mode
+        if not mode & 0o001:
+            raise ClusterError(
+                f"{folder} (mode {mode & 0o777:04o}) cannot be entered by other users, and "
+                f"MariaDB runs as mysql under {root}: chmod o+x {folder}, or choose a --dir "
+                "(HASE_CLUSTER_DIR) outside it")

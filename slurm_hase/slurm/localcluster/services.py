@@ -29,10 +29,12 @@ class Service:
 
 
 def port_in_use(port: int) -> bool:
+    """True if a daemon could not listen on `port` on every address, as slurmctld, slurmd and
+    slurmdbd do (a listener on 127.0.0.2 or a LAN address only is in their way too)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind(("127.0.0.1", port))
+            sock.bind(("0.0.0.0", port))  # noqa: S104 - a test bind, closed at once
         except OSError:
             return True
     return False
@@ -169,17 +171,19 @@ def wait_for(
 ) -> None:
     """Poll check() until true; ClusterError with the log's tail on timeout or early death."""
     deadline = time.monotonic() + timeout_s
+    outcome = f"did not become ready within {timeout_s:g}s"
     while time.monotonic() < deadline:
         if check():
             return
         if still_running is not None and not still_running():
+            outcome = "exited before it was ready"  # not a timeout: a longer one will not help
             break
         time.sleep(0.25)
     tail = ""
     if log_hint is not None and log_hint.exists():
         lines = log_hint.read_text(errors="replace").splitlines()[-8:]
         tail = "\n  " + "\n  ".join(lines)
-    raise ClusterError(f"{what} did not become ready within {timeout_s:g}s (log {log_hint}){tail}")
+    raise ClusterError(f"{what} {outcome} (log {log_hint}){tail}")
 
 
 def pid_running(pid: int) -> bool:
