@@ -24,7 +24,7 @@ import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from slurm_hase.policy.common import check_knob, only_changes, usable_types
+from slurm_hase.policy.common import check_knob, only_changes, unique_jobs, usable_types
 from slurm_hase.policy.types import ClusterState, Decision, GpuPool, PendingJob, RunningJob
 
 
@@ -129,7 +129,8 @@ class HasePolicy:
     def decide(self, state: ClusterState) -> list[Decision]:
         """Constrain untyped jobs to their best type; pinned jobs only reserve capacity."""
         tl = Timeline(state.pools, state.running, state.now)
-        order = sorted(state.pending, key=lambda j: (j.submit_time, j.job_id))
+        pending = unique_jobs(state.pending)  # a job listed twice reserves its GPUs once
+        order = sorted(pending, key=lambda j: (j.submit_time, j.job_id))
         decisions: list[Decision] = []
         loads = {k: tl.busy_fraction(k) for k in tl.avail}
         for job in order:
@@ -155,4 +156,4 @@ class HasePolicy:
             allowed = tuple(k for t, k in scored if t <= best_t * (1.0 + self.tolerance))
             decisions.append(Decision(job.job_id, gpu_types=allowed,
                                       reason=f"hase: {best_k} done in {best_t:.0f}s"))
-        return only_changes(decisions, state.pending)
+        return only_changes(decisions, pending)
