@@ -30,6 +30,13 @@ class UsageLedger:
             raise PolicyError(f"knob 'half_life_s'={half_life_s!r} must be > 0")
         self.half_life_s = float(half_life_s)
         self._usage: dict[str, float] = {k: float(v) for k, v in (usage or {}).items()}
+        # a NaN would stay NaN through every decay, an inf last_time would stop the clock
+        bad = sorted(k for k, v in self._usage.items() if not 0.0 <= v < math.inf)
+        if bad:
+            raise PolicyError(f"usage ledger: usage of {bad[0]!r} must be finite and >= 0, "
+                              f"got {self._usage[bad[0]]!r}")
+        if last_time is not None and not math.isfinite(last_time):
+            raise PolicyError(f"usage ledger: 'last_time' must be finite, got {last_time!r}")
         self._last: float | None = last_time
 
     @property
