@@ -5,6 +5,7 @@ fair.py's module docstring describes the steps these implement (1, 2 and the lif
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
@@ -52,7 +53,8 @@ def fair_order(jobs: Sequence[PendingJob], best_rt: Sequence[float], shares: Map
         name = names[int(acct_s[lo])]
         w = max(shares.get(name, 1.0), 1e-12)
         run = np.empty(hi - lo, dtype=np.float64)
-        run[0] = (usage.get(name, 0.0) + due[name]) / w
+        u = usage.get(name, 0.0)  # service received: NaN, inf or < 0 (no ledger's) count as 0
+        run[0] = ((u if 0.0 < u < math.inf else 0.0) + due[name]) / w
         run[1:] = size[by_acct[lo:hi - 1]] / w
         tags[lo:hi] = np.cumsum(run)  # sequential sums, as v += cost / w
     rank = {a: k for k, a in enumerate(sorted(names))}
