@@ -132,7 +132,9 @@ class HasePolicy:
         pending = unique_jobs(state.pending)  # a job listed twice reserves its GPUs once
         order = sorted(pending, key=lambda j: (j.submit_time, j.job_id))
         decisions: list[Decision] = []
-        loads = {k: tl.busy_fraction(k) for k in tl.avail}
+        # L_mean is over the types that have GPUs: one with none (all its nodes gone) is no
+        # idle type, and counting it at load 0 would penalise every other type more
+        loads = {k: tl.busy_fraction(k) for k, a in tl.avail.items() if a}
         for job in order:
             if job.pinned_type is not None:
                 types = [job.pinned_type] if job.pinned_type in usable_types(job, state.pools) else []
