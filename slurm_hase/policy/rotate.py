@@ -99,6 +99,8 @@ def rotation(state: ClusterState, order: Sequence[PendingJob],
             held[job.account] += job.num_gpus * job.gpu_fraction * best / job.runtime_s[fit]
             served.add(job.job_id)
             continue
+        if job.gpu_fraction < 1.0:
+            continue  # an MPS share never triggers a requeue (module docstring, step 4)
         k = types[0]
         share = job.num_gpus * job.gpu_fraction * best / job.runtime_s[k]
         e_a = max(ent.get(job.account, 0.0), _EPS)

@@ -1,5 +1,5 @@
-"""Migration (rotate.migrations) on runtimes and clocks a real cluster's records may carry:
-a runtime of 0 or inf on some type, and a job already past its expected end."""
+"""Rotation on records a real cluster may carry: migration (rotate.migrations) with
+a runtime of 0 or inf on some type or a job past its expected end; an MPS share waiting."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 from slurm_hase.policy.fair import FairPolicy
 from slurm_hase.policy.rotate import rotation
-from slurm_hase.policy.types import ClusterState, GpuPool, RunningJob
+from slurm_hase.policy.types import ClusterState, GpuPool, PendingJob, RunningJob
 
 NOW = 10_000.0
 POOLS = {"k80": GpuPool("k80", 1, 0, 1, 1), "v100": GpuPool("v100", 1, 1, 1, 1)}
@@ -54,3 +54,20 @@ def test_an_overdue_job_is_never_moved_to_a_slower_type() -> None:
 
 def test_a_finite_saving_still_migrates() -> None:
     assert migrate(slow({"k80": 50_000.0, "v100": 12_500.0})) == [("1", ("v100",))]
+
+
+def test_an_mps_share_never_triggers_a_requeue() -> None:
+    # b (entitled to 2 GPUs, holding none) waits with a 0.5-GPU MPS share while a holds all 4
+    # v100s: a whole GPU of a was requeued for it, though step 4 says MPS shares never
+    # trigger a requeue
+    jobs = [RunningJob(str(i), "a", "u", "v100", 1, NOW - 7200, NOW + 50_000, preemptible=True)
+            for i in range(4)]
+    share = PendingJob("9", "b", "u", NOW - 60, 1, {"v100": 600.0}, gpu_fraction=0.5)
+    other = PendingJob("8", "b", "u", NOW - 60, 2, {"v100": 600.0}, pinned_type="k80")
+    st = ClusterState(NOW, {"v100": GpuPool("v100", 4, 0, 1, 4)}, [share, other], jobs)
+    assert rotation(st, [share, other], {"9": ("v100",)}, min_run_s=0, max_per_cycle=8) == []
+    # the same job asking a whole GPU does take one
+    whole = PendingJob("9", "b", "u", NOW - 60, 1, {"v100": 600.0})
+    st = ClusterState(NOW, {"v100": GpuPool("v100", 4, 0, 1, 4)}, [whole, other], jobs)
+    out = rotation(st, [whole, other], {"9": ("v100",)}, min_run_s=0, max_per_cycle=8)
+    assert [d.job_id for d in out] == ["0"]
