@@ -77,8 +77,8 @@ class UsageLedger:
         if self._last is None:
             self._last = end
         end = min(end, self._last)
-        if end <= start or rate <= 0:
-            return
+        if not (start < end and 0.0 < rate < math.inf):
+            return  # nothing delivered, or a NaN/inf that would stay in the ledger for good
         h = self.half_life_s
         gained = rate * (h / math.log(2.0)) * (
             0.5 ** ((self._last - end) / h) - 0.5 ** ((self._last - start) / h))

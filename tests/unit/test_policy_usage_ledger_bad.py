@@ -35,3 +35,13 @@ def test_a_sound_ledger_still_loads_and_counts() -> None:
     led = UsageLedger.from_dict({"half_life_s": 3600.0, "last_time": 0.0, "usage": {"a": 0.0}})
     led.observe([RunningJob("1", "a", "u", "v100", 1, 0.0, 1e9)], 3600.0)
     assert 0.0 < led.usage()["a"] < 3600.0
+
+
+@pytest.mark.parametrize(("rate", "start"), [(math.nan, 0.0), (math.inf, 0.0), (1.0, math.nan)])
+def test_add_interval_ignores_a_nan_or_inf_record(rate: float, start: float) -> None:
+    # a NaN rate or start passed the `end <= start or rate <= 0` test and made the usage NaN
+    led = UsageLedger(3600.0, {"a": 10.0}, 7200.0)
+    led.add_interval("a", rate, start, 3600.0)
+    assert led.usage() == {"a": 10.0}
+    led.add_interval("a", 1.0, 0.0, 3600.0)
+    assert 10.0 < led.usage()["a"] < math.inf
