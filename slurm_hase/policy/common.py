@@ -80,6 +80,15 @@ def changed(job: PendingJob, nice: int | None, gpu_types: tuple[str, ...] | None
     return nice, gpu_types
 
 
+def unique_jobs(pending: Sequence[PendingJob]) -> Sequence[PendingJob]:
+    """`pending` with only the first record of each job id (`pending` itself when no id repeats:
+    a state may list a job twice, and a policy keys its work and decisions by id)."""
+    first: dict[str, PendingJob] = {}
+    for job in pending:
+        first.setdefault(job.job_id, job)
+    return pending if len(first) == len(pending) else list(first.values())
+
+
 def usable_types(job: PendingJob, pools: Mapping[str, GpuPool]) -> list[str]:
     """Types that have a pool, a finite positive runtime for the job, and enough GPUs."""
     n = job.num_gpus

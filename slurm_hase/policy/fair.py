@@ -84,6 +84,7 @@ from slurm_hase.policy.common import (
     fast_types,
     nice_levels,
     stale_entries_due,
+    unique_jobs,
     usable_types,
 )
 from slurm_hase.policy.levels import Levels, account_levels, floor_first
@@ -247,7 +248,8 @@ class FairPolicy:
         if self._memo_pools != pools_key:
             self._memo, self._memo_pools = {}, pools_key
         memo = self._memo  # updated in place: an unchanged record costs no insert
-        for job in state.pending:
+        pending = unique_jobs(state.pending)  # one record per job id: the memo is keyed by id
+        for job in pending:
             entry = memo.get(job.job_id)
             if entry is None or entry[0] is not job:
                 if entry is not None and _same_inputs(entry[0], job):
@@ -262,8 +264,8 @@ class FairPolicy:
             if entry[1]:
                 jobs.append(job)
                 best_rt.append(entry[3])
-        if stale_entries_due(len(memo), len(state.pending)):  # entries of gone jobs
-            self._memo = {j.job_id: memo[j.job_id] for j in state.pending}
+        if stale_entries_due(len(memo), len(pending)):  # entries of gone jobs
+            self._memo = {j.job_id: memo[j.job_id] for j in pending}
         if not jobs:  # nothing to order; idle faster GPUs may still take opted-in jobs
             return self._rotation(state, [], {}, None) if self.migrate_margin > 0 else []
         if self.sfq > 0:

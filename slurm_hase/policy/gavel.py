@@ -30,7 +30,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from slurm_hase.policy.common import check_knob, nice_levels, only_changes, usable_types
+from slurm_hase.policy.common import (
+    check_knob,
+    nice_levels,
+    only_changes,
+    unique_jobs,
+    usable_types,
+)
 from slurm_hase.policy.lp import max_min_allocation
 from slurm_hase.policy.types import ClusterState, Decision, PendingJob
 
@@ -69,7 +75,8 @@ class GavelPolicy:
         """Solve the class LP and map each job's allocation row to a decision."""
         all_types = sorted(k for k, p in state.pools.items() if p.total_gpus > 0)
         jobs: list[tuple[PendingJob, list[float]]] = []
-        for job in state.pending:
+        pending = unique_jobs(state.pending)  # one record, one decision per job id
+        for job in pending:
             types = usable_types(job, state.pools)
             if job.pinned_type is not None:
                 types = [job.pinned_type] if job.pinned_type in types else []
@@ -102,7 +109,7 @@ class GavelPolicy:
             demand[ci] = job0.num_gpus * job0.gpu_fraction
             count[ci] = len(members)
         x, _ = max_min_allocation(tput, demand, count, cap)
-        return only_changes(self._decisions(state, keys, classes, x, all_types), state.pending)
+        return only_changes(self._decisions(state, keys, classes, x, all_types), pending)
 
     def _classes(self, jobs: list[tuple[PendingJob, list[float]]], step: float
                  ) -> dict[ClassKey, list[tuple[PendingJob, list[float]]]]:
@@ -117,7 +124,10 @@ class GavelPolicy:
     def _decisions(self, state: ClusterState, keys: list[ClassKey],
                    classes: dict[ClassKey, list[tuple[PendingJob, list[float]]]],
                    x: np.ndarray, all_types: list[str]) -> list[Decision]:
-        norm = {a: u / max(state.shares.get(a, 1.0), 1e-12) for a, u in state.usage.items()}
+        # usage is service received: a negative or non-finite value (a damaged ledger) counts as
+        # none, so no account's rounds reach -1 (a division by zero) or turn every priority NaN
+        norm = {a: (u if 0.0 < u < math.inf else 0.0) / max(state.shares.get(a, 1.0), 1e-12)
+                for a, u in state.usage.items()}
         mean_u = sum(norm.values()) / len(norm) if norm else 0.0
         entries: list[tuple[float, float, str, PendingJob, tuple[str, ...]]] = []
         for ci, key in enumerate(keys):

@@ -24,7 +24,7 @@ import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from slurm_hase.policy.common import check_knob, only_changes, usable_types
+from slurm_hase.policy.common import check_knob, only_changes, unique_jobs, usable_types
 from slurm_hase.policy.types import ClusterState, Decision, GpuPool, PendingJob, RunningJob
 
 
@@ -129,9 +129,12 @@ class HasePolicy:
     def decide(self, state: ClusterState) -> list[Decision]:
         """Constrain untyped jobs to their best type; pinned jobs only reserve capacity."""
         tl = Timeline(state.pools, state.running, state.now)
-        order = sorted(state.pending, key=lambda j: (j.submit_time, j.job_id))
+        pending = unique_jobs(state.pending)  # a job listed twice reserves its GPUs once
+        order = sorted(pending, key=lambda j: (j.submit_time, j.job_id))
         decisions: list[Decision] = []
-        loads = {k: tl.busy_fraction(k) for k in tl.avail}
+        # L_mean is over the types that have GPUs: one with none (all its nodes gone) is no
+        # idle type, and counting it at load 0 would penalise every other type more
+        loads = {k: tl.busy_fraction(k) for k, a in tl.avail.items() if a}
         for job in order:
             if job.pinned_type is not None:
                 types = [job.pinned_type] if job.pinned_type in usable_types(job, state.pools) else []
@@ -155,4 +158,4 @@ class HasePolicy:
             allowed = tuple(k for t, k in scored if t <= best_t * (1.0 + self.tolerance))
             decisions.append(Decision(job.job_id, gpu_types=allowed,
                                       reason=f"hase: {best_k} done in {best_t:.0f}s"))
-        return only_changes(decisions, state.pending)
+        return only_changes(decisions, pending)

@@ -5,6 +5,7 @@ fair.py's module docstring describes the steps these implement (1, 2 and the lif
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
@@ -22,7 +23,8 @@ def fair_order(jobs: Sequence[PendingJob], best_rt: Sequence[float], shares: Map
     `best_rt[i]` is jobs[i]'s best runtime; `due_horizon_s` > 0 caps the time left counted for
     each running job. Inside an account: smallest aged size first (then submit time, then job
     id); job i of account a gets tag V_a + (cost of a's jobs before it) / w_a, and the order is by
-    (tag, place in its account, account). Vectorised: the float operations are those of the
+    (tag, place in its account, account). An account of share 0 has tags inf: its jobs go behind
+    every account with a share, interleaved with the other share-0 accounts' by place. Vectorised: the float operations are those of the
     per-job loop, in the same order (the tags are running sums), so the order is exactly the
     loop's (tests/unit/test_fair_order.py)."""
     n = len(jobs)
@@ -50,9 +52,13 @@ def fair_order(jobs: Sequence[PendingJob], best_rt: Sequence[float], shares: Map
     place = np.arange(n) - np.repeat(starts, stops - starts)
     for lo, hi in zip(starts.tolist(), stops.tolist(), strict=True):
         name = names[int(acct_s[lo])]
-        w = max(shares.get(name, 1.0), 1e-12)
+        w = shares.get(name, 1.0)
+        if not w > 0:  # entitled to nothing (Fairshare=0): behind every account with a share
+            tags[lo:hi] = math.inf
+            continue
         run = np.empty(hi - lo, dtype=np.float64)
-        run[0] = (usage.get(name, 0.0) + due[name]) / w
+        u = usage.get(name, 0.0)  # service received: NaN, inf or < 0 (no ledger's) count as 0
+        run[0] = ((u if 0.0 < u < math.inf else 0.0) + due[name]) / w
         run[1:] = size[by_acct[lo:hi - 1]] / w
         tags[lo:hi] = np.cumsum(run)  # sequential sums, as v += cost / w
     rank = {a: k for k, a in enumerate(sorted(names))}

@@ -39,6 +39,7 @@ their state, wait again and resume. This module picks them:
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
@@ -98,6 +99,8 @@ def rotation(state: ClusterState, order: Sequence[PendingJob],
             held[job.account] += job.num_gpus * job.gpu_fraction * best / job.runtime_s[fit]
             served.add(job.job_id)
             continue
+        if job.gpu_fraction < 1.0:
+            continue  # an MPS share never triggers a requeue (module docstring, step 4)
         k = types[0]
         share = job.num_gpus * job.gpu_fraction * best / job.runtime_s[k]
         e_a = max(ent.get(job.account, 0.0), _EPS)
@@ -171,14 +174,15 @@ def migrations(state: ClusterState, victims: Mapping[str, Sequence[RunningJob]],
         return []
     moves: list[tuple[float, str, RunningJob, str]] = []
     for r in (r for jobs in victims.values() for r in jobs):
-        if r.job_id in taken or r.gpu_type not in r.runtime_s:
-            continue
-        here = r.expected_end - state.now
+        own = r.runtime_s.get(r.gpu_type, 0.0)
+        if r.job_id in taken or not 0.0 < own < math.inf:
+            continue  # no finite runtime where it runs: nothing to compare with
+        here = max(0.0, r.expected_end - state.now)  # an overdue job: nothing left to save
         for t, n in room.items():
             rt = r.runtime_s.get(t, 0.0)
-            if t == r.gpu_type or n < r.num_gpus or rt <= 0:
+            if t == r.gpu_type or n < r.num_gpus or not 0.0 < rt < math.inf:
                 continue
-            there = here * rt / r.runtime_s[r.gpu_type] + restart_cost_s
+            there = here * rt / own + restart_cost_s
             if there < (1.0 - margin) * here:
                 moves.append((here - there, r.job_id, r, t))
     moves.sort(key=lambda m: (-m[0], m[1]))

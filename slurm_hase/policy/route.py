@@ -82,7 +82,8 @@ def route_types(order: Sequence[PendingJob], types: Mapping[str, Sequence[str]],
                    and (max_restarts is None or j.restarts < max_restarts)]
         if waiting:
             tl = Timeline(state.pools, state.running, state.now)
-            placed, lifted = idle_fill(waiting, types, tl, lv, fill, fill_speed)
+            free_now = {k: max(0, min(p.free_gpus, p.total_gpus)) for k, p in state.pools.items()}
+            placed, lifted = idle_fill(waiting, types, tl, lv, fill, fill_speed, free_now)
             if placed:
                 rest = [j for j in order if j.job_id not in placed]
                 free -= sum(j.num_gpus for j in order if j.job_id in placed)
@@ -180,11 +181,16 @@ def _place(job: PendingJob, types: Sequence[str], tl: Timeline, tolerance: float
 
 
 def idle_fill(waiting: Sequence[PendingJob], types: Mapping[str, Sequence[str]], tl: Timeline,
-              levels: Levels, fill: float, max_speed: float
-              ) -> tuple[Routing, dict[str, float]]:
+              levels: Levels, fill: float, max_speed: float,
+              free_now: Mapping[str, int] | None = None) -> tuple[Routing, dict[str, float]]:
     """Place `waiting` jobs (fair order) on GPUs of `tl` free now (module docstring) and
-    reserve them there. Returns job id -> (type,) and the service each account gains."""
+    reserve them there. Returns job id -> (type,) and the service each account gains.
+    `free_now`: GPUs idle now per type (the pools'); the timeline also has busy GPUs at now
+    (held by jobs past their expected end or by jobs it knows nothing of), which it may not
+    take."""
     spare = {k: bisect.bisect_right(a, tl.now + _EPS) for k, a in tl.avail.items()}
+    if free_now is not None:
+        spare = {k: min(n, free_now.get(k, 0)) for k, n in spare.items()}
     held, ent = defaultdict(float, levels[0]), levels[1]
     queues: dict[str, list[PendingJob]] = defaultdict(list)
     for job in reversed(waiting):  # pop() gives the first in fair order

@@ -30,6 +30,13 @@ class UsageLedger:
             raise PolicyError(f"knob 'half_life_s'={half_life_s!r} must be > 0")
         self.half_life_s = float(half_life_s)
         self._usage: dict[str, float] = {k: float(v) for k, v in (usage or {}).items()}
+        # a NaN would stay NaN through every decay, an inf last_time would stop the clock
+        bad = sorted(k for k, v in self._usage.items() if not 0.0 <= v < math.inf)
+        if bad:
+            raise PolicyError(f"usage ledger: usage of {bad[0]!r} must be finite and >= 0, "
+                              f"got {self._usage[bad[0]]!r}")
+        if last_time is not None and not math.isfinite(last_time):
+            raise PolicyError(f"usage ledger: 'last_time' must be finite, got {last_time!r}")
         self._last: float | None = last_time
 
     @property
@@ -70,8 +77,8 @@ class UsageLedger:
         if self._last is None:
             self._last = end
         end = min(end, self._last)
-        if end <= start or rate <= 0:
-            return
+        if not (start < end and 0.0 < rate < math.inf):
+            return  # nothing delivered, or a NaN/inf that would stay in the ledger for good
         h = self.half_life_s
         gained = rate * (h / math.log(2.0)) * (
             0.5 ** ((self._last - end) / h) - 0.5 ** ((self._last - start) / h))
