@@ -4,24 +4,46 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 
 import click
 
 from slurm_hase.errors import ClusterError
+from slurm_hase.files import replace_whole
 from slurm_hase.slurm.localcluster.manager import LocalCluster
 from slurm_hase.slurm.localcluster.paths import cluster_paths
 from slurm_hase.slurm.localcluster.spec import load_spec
 
 spec_option = click.option(
     "--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
-    help="Cluster spec (TOML). Default: 3 GPU types x 2 nodes x 4 GPUs, MPS, 2 accounts.")
+    help="Cluster spec (TOML). Default: 3 GPU types x 2 nodes x 4 GPUs, MPS, 2 accounts "
+         "(status and down: the spec the last 'up' of this --dir was given).")
 dir_option = click.option(
     "--dir", "root", type=click.Path(file_okay=False), default=None, envvar="HASE_CLUSTER_DIR",
     help="Where configs, state and logs live [env HASE_CLUSTER_DIR; /var/lib/slurm-hase/cluster].")
 
 
-def _cluster(spec_path: str | None, root: str | None) -> LocalCluster:
-    return LocalCluster(load_spec(spec_path), cluster_paths(root))
+SAVED_SPEC = "hase-cluster-spec.toml"  # in the cluster's etc/: the spec its last `up` used
+
+
+def _cluster(spec_path: str | None, root: str | None, *, saved: bool = False) -> LocalCluster:
+    """The cluster of `--spec` (None: the default spec; with `saved`, the spec the last `up`
+    of this folder was given, where it saved one) under `--dir`."""
+    paths = cluster_paths(root)
+    if spec_path is None and saved and (paths.etc / SAVED_SPEC).is_file():
+        spec_path = str(paths.etc / SAVED_SPEC)
+    return LocalCluster(load_spec(spec_path), paths)
+
+
+def _save_spec(lc: LocalCluster, spec_path: str | None) -> None:
+    """Keep the spec `up` used beside its configs, so `status` and `down` without --spec read
+    the same nodes (none saved for the default spec)."""
+    saved = lc.paths.etc / SAVED_SPEC
+    if spec_path is None:
+        saved.unlink(missing_ok=True)
+    else:
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        replace_whole(saved, Path(spec_path).read_text(encoding="utf-8"), mode=0o644)
 
 
 @click.group()
@@ -55,6 +77,7 @@ def up(spec_path: str | None, root: str | None, timeout: float) -> None:
     """
     lc = _cluster(spec_path, root)
     status = lc.up(progress=lambda msg: click.echo(f"cluster: {msg}", err=True), timeout_s=timeout)
+    _save_spec(lc, spec_path)
     click.echo(f"cluster up: {len(status.node_states)} nodes, accounting ok. "
                f"Use: export SLURM_CONF={status.slurm_conf}")
 
@@ -70,7 +93,8 @@ def down(spec_path: str | None, root: str | None) -> None:
       hase cluster down
       hase cluster down --dir /tmp/hase-cluster   # the cluster started with that --dir
     """
-    stopped = _cluster(spec_path, root).down(progress=lambda m: click.echo(f"cluster: {m}", err=True))
+    stopped = _cluster(spec_path, root, saved=True).down(
+        progress=lambda m: click.echo(f"cluster: {m}", err=True))
     click.echo(f"stopped {len(stopped)} processes" if stopped else "cluster was not running")
 
 
@@ -86,7 +110,7 @@ def status(spec_path: str | None, root: str | None, as_json: bool) -> None:
       hase cluster status
       hase cluster status --json || hase cluster up   # start it unless it is ready
     """
-    st = _cluster(spec_path, root).status()
+    st = _cluster(spec_path, root, saved=True).status()
     if as_json:
         click.echo(json.dumps({"ready": st.ready, "root": st.root, "slurm_conf": st.slurm_conf,
                                "processes": st.processes, "not_running": st.missing,

@@ -276,3 +276,28 @@ def test_a_node_without_its_slurmd_is_not_sent_to_resume(tmp_path: Path,
     assert "not running: slurmd-v100-1" in text
     assert "nodes not ready: t4-1 DOWN (resume with: scontrol update nodename=t4-1 " in text
     assert "v100-1 UNKNOWN" not in text
+
+
+def test_status_and_down_read_the_spec_up_was_given(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """After `up --spec mine.toml`, `status` without --spec checked the default spec's nodes
+    (slurmd-a100-1, ...) against a cluster that has others; it now reads the spec that `up`
+    saved beside the configs, and a later `up` of the default spec removes it."""
+    from slurm_hase.cli import cluster_cmd
+    from slurm_hase.slurm.localcluster.manager import LocalCluster
+
+    spec = tmp_path / "mine.toml"
+    spec.write_text('name = "mine"\n[[nodes]]\nname = "x-1"\ngpu_type = "t4"\ngpus = 1\n'
+                    'cpus = 2\nmemory_mb = 1000\n[[accounts]]\nname = "a"\n')
+    root = tmp_path / "cluster"
+    monkeypatch.setattr(LocalCluster, "up", lambda self, progress, timeout_s: self.status())
+    _main(["cluster", "up", "--spec", str(spec), "--dir", str(root)], capsys)
+    assert (root / "etc" / cluster_cmd.SAVED_SPEC).read_text() == spec.read_text()
+    _, out, _ = _main(["cluster", "status", "--json", "--dir", str(root)], capsys)
+    assert "slurmd-x-1" in json.loads(out)["not_running"]
+    assert "slurmd-a100-1" not in json.loads(out)["not_running"]
+    _main(["cluster", "up", "--dir", str(root)], capsys)  # the default spec again
+    assert not (root / "etc" / cluster_cmd.SAVED_SPEC).exists()
+    _, out, _ = _main(["cluster", "status", "--json", "--dir", str(root)], capsys)
+    assert "slurmd-a100-1" in json.loads(out)["not_running"]
