@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from slurm_hase.errors import ClusterError, SlurmError
+from slurm_hase.files import replace_whole
 from slurm_hase.slurm.localcluster.paths import (
     DEFAULT_DIR,
     ClusterPaths,
@@ -224,8 +225,7 @@ class LocalCluster:
             if name == "slurmdbd.conf":
                 write_private(target, text)  # the database password: never readable by others
             else:
-                target.write_text(text)
-                os.chmod(target, 0o644)
+                replace_whole(target, text, mode=0o644)
         for group in self.spec.node_groups:
             for node in group.names:
                 for i in range(group.gpus):

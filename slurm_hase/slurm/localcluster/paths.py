@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurm_hase.errors import ClusterError
+from slurm_hase.files import replace_whole
 
 DEFAULT_DIR = "/var/lib/slurm-hase/cluster"
 # what slurm.conf, gres.conf and mariadb.cnf hold unquoted: a space ends the value, '#' starts a
@@ -107,11 +108,9 @@ def root_problem(paths: ClusterPaths) -> str | None:
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write `text` to a file only its owner can read, from the first byte on."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        os.fchmod(fh.fileno(), 0o600)
-        fh.write(text)
+    """Replace `path` by a file holding `text` that only its owner can read, from the first
+    byte on (files.replace_whole)."""
+    replace_whole(path, text, mode=0o600)
 
 
 def check_enterable(root: Path) -> None:
