@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from slurm_hase.errors import ConfigError
 from slurm_hase.reports.queue import array_tasks
 from slurm_hase.slurm import hostlist
-from slurm_hase.slurm.tres import mps_from_tres
+from slurm_hase.slurm.tres import gpus_from_tres, mps_from_tres
 from slurm_hase.slurm.types import AccountingRecord, JobState, Node
 
 UNTYPED = "untyped"  # GPUs allocated without a type
@@ -57,12 +57,7 @@ def cpu_only(rec: AccountingRecord) -> bool:
     (an squeue job sacct does not have) cannot tell and is kept."""
     if rec.alloc_gpus or not (rec.req_tres or rec.alloc_tres):
         return False
-    for tres in (rec.req_tres, rec.alloc_tres):
-        for key, value in tres.items():
-            name = key.replace("gres:", "gres/", 1)
-            if name.startswith(("gres/gpu", "gres/mps")) and value.strip() not in ("", "0"):
-                return False
-    return True
+    return not any(gpus_from_tres(t) or mps_from_tres(t) for t in (rec.req_tres, rec.alloc_tres))
 
 
 def _same_on_all(nodes: str, by_node: Mapping[str, _V]) -> _V | None:

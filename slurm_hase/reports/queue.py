@@ -10,10 +10,10 @@ from slurm_hase.slurm.types import AccountingRecord, Job, JobState
 
 def _job_id(job: Job) -> str:
     """squeue's id in sacct's spelling: a pending array is ``11_[1-3]``, one task ``11_2``."""
-    if job.array_job_id and job.array_task_id:
-        task = job.array_task_id
-        return f"{job.array_job_id}_{task if task.isdigit() else f'[{task}]'}"
-    return job.job_id
+    task = job.array_task_id
+    if job.array_job_id and task and not task.isdigit():
+        return f"{job.array_job_id}_[{task}]"
+    return job.address
 
 
 _PENDING_ARRAY = re.compile(r"\d+_\[([^\]]*)\]")
