@@ -80,6 +80,12 @@ def changed(job: PendingJob, nice: int | None, gpu_types: tuple[str, ...] | None
     return nice, gpu_types
 
 
+def received(usage: float) -> float:
+    """An account's decayed service as policies count it: a NaN, infinite or negative value
+    (no ledger's: a damaged one) counts as none."""
+    return usage if 0.0 < usage < math.inf else 0.0
+
+
 def unique_jobs(pending: Sequence[PendingJob]) -> Sequence[PendingJob]:
     """`pending` with only the first record of each job id (`pending` itself when no id repeats:
     a state may list a job twice, and a policy keys its work and decisions by id)."""

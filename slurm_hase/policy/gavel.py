@@ -34,6 +34,7 @@ from slurm_hase.policy.common import (
     check_knob,
     nice_levels,
     only_changes,
+    received,
     unique_jobs,
     usable_types,
 )
@@ -126,7 +127,7 @@ class GavelPolicy:
                    x: np.ndarray, all_types: list[str]) -> list[Decision]:
         # usage is service received: a negative or non-finite value (a damaged ledger) counts as
         # none, so no account's rounds reach -1 (a division by zero) or turn every priority NaN
-        norm = {a: (u if 0.0 < u < math.inf else 0.0) / max(state.shares.get(a, 1.0), 1e-12)
+        norm = {a: received(u) / max(state.shares.get(a, 1.0), 1e-12)
                 for a, u in state.usage.items()}
         mean_u = sum(norm.values()) / len(norm) if norm else 0.0
         entries: list[tuple[float, float, str, PendingJob, tuple[str, ...]]] = []

@@ -58,7 +58,7 @@ class Timeline:
                 shares[k].append(r)
         for k, pool in pools.items():
             whole = sorted(ends[k])
-            free = max(0, min(pool.free_gpus, pool.total_gpus))
+            free = pool.idle_gpus
             n_mps = max(0, pool.total_gpus - free - len(whole))
             used = sum(r.num_gpus * r.gpu_fraction for r in shares[k])
             mps_end = max([now] + [r.expected_end for r in shares[k]])

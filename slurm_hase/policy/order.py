@@ -12,6 +12,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from slurm_hase.policy.common import received
 from slurm_hase.policy.types import ClusterState, PendingJob, RunningJob
 
 
@@ -57,8 +58,7 @@ def fair_order(jobs: Sequence[PendingJob], best_rt: Sequence[float], shares: Map
             tags[lo:hi] = math.inf
             continue
         run = np.empty(hi - lo, dtype=np.float64)
-        u = usage.get(name, 0.0)  # service received: NaN, inf or < 0 (no ledger's) count as 0
-        run[0] = ((u if 0.0 < u < math.inf else 0.0) + due[name]) / w
+        run[0] = (received(usage.get(name, 0.0)) + due[name]) / w
         run[1:] = size[by_acct[lo:hi - 1]] / w
         tags[lo:hi] = np.cumsum(run)  # sequential sums, as v += cost / w
     rank = {a: k for k, a in enumerate(sorted(names))}

@@ -72,7 +72,7 @@ def route_types(order: Sequence[PendingJob], types: Mapping[str, Sequence[str]],
     `levels`); `filled` receives the ids of the jobs it placed, `starting` those of every job
     routed to start now (idle-filled ones included). `max_restarts`: jobs requeued that many
     times are not filled (rotation could never move them back to a fast type)."""
-    free = sum(max(0, min(p.free_gpus, p.total_gpus)) for p in state.pools.values())
+    free = sum(p.idle_gpus for p in state.pools.values())
     routed, starts = _route(order, types, Timeline(state.pools, state.running, state.now),
                             tolerance, levels, free, {})
     lv = fill_levels if fill_levels is not None else levels
@@ -82,7 +82,7 @@ def route_types(order: Sequence[PendingJob], types: Mapping[str, Sequence[str]],
                    and (max_restarts is None or j.restarts < max_restarts)]
         if waiting:
             tl = Timeline(state.pools, state.running, state.now)
-            free_now = {k: max(0, min(p.free_gpus, p.total_gpus)) for k, p in state.pools.items()}
+            free_now = {k: p.idle_gpus for k, p in state.pools.items()}
             placed, lifted = idle_fill(waiting, types, tl, lv, fill, fill_speed, free_now)
             if placed:
                 rest = [j for j in order if j.job_id not in placed]
@@ -102,7 +102,7 @@ def _starting_now(order: Sequence[PendingJob], routed: Routing, starts: Mapping[
     """Add the jobs routed to start now to `starting`, in `order`, while their GPUs fit in
     the ones free now on their type (the timeline also counts busy GPUs it knows no job of
     as available now; those are not free). Jobs already in `starting` take their GPUs first."""
-    room = {k: float(max(0, min(p.free_gpus, p.total_gpus))) for k, p in state.pools.items()}
+    room = {k: float(p.idle_gpus) for k, p in state.pools.items()}
     for job in order:
         if job.job_id in starting:
             k = routed[job.job_id][0]

@@ -22,6 +22,11 @@ class GpuPool:
     gpus_per_node: int = 4
     mps_capacity: int = 100  # MPS share units per GPU (Slurm's mps:N / GPUs)
 
+    @property
+    def idle_gpus(self) -> int:
+        """Whole GPUs idle now, within 0..total_gpus whatever the backend reported."""
+        return max(0, min(self.free_gpus, self.total_gpus))
+
 
 @dataclass(frozen=True, slots=True)
 class PendingJob:
