@@ -10,6 +10,7 @@
     .venv/bin/python bench/policies.py --speed --speed-policy fifo --speed-policy fair
     .venv/bin/python bench/policies.py --speed-only --speed-policy fair   # the speed run alone
     .venv/bin/python bench/policies.py --speed-only --speed-policy fair --speed-policy fifo  # + fair / fifo
+    .venv/bin/python bench/policies.py --speed-only --speed-policy fair --compiled  # mypyc build
     .venv/bin/python bench/policies.py --jobs 2000     # bigger window (~10 min)
 
 Writes bench/out/policies.md (table + must-show ratios), policies.csv, policies.json and
@@ -22,6 +23,7 @@ import argparse
 import csv
 import dataclasses
 import json
+import os
 import resource
 import sys
 import time
@@ -31,8 +33,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+# --compiled runs this script again with HASE_BENCH_BUILD naming the compiled build: first
+sys.path[:0] = [p for p in (os.environ.get("HASE_BENCH_BUILD"), str(REPO)) if p]
 
+from bench import compiled  # noqa: E402
 from slurm_hase.predict.modelfile import load_predictor  # noqa: E402
 from slurm_hase.sim.cluster import uniform_cluster  # noqa: E402
 from slurm_hase.sim.compare import mean_se  # noqa: E402
@@ -148,7 +152,8 @@ def _speed(data: Path, n: int, gpus: int, policy: str = "fifo") -> dict[str, Any
 
 
 def _speed_line(sp: dict[str, Any]) -> str:
-    return (f"Speed ({sp['policy']}, daemon cycle every 60 s): {sp['jobs']} jobs on "
+    return (f"Speed ({sp['policy']}, daemon cycle every 60 s, {sp.get('build', 'pure Python')}): "
+            f"{sp['jobs']} jobs on "
             f"{sp['gpus']} GPUs simulated in {sp['sim_wall_s']:.0f} s "
             f"({sp['total_wall_s']:.0f} s with loading), {sp['cycles']} daemon cycles "
             f"({sp['quiet_cycles']} quiet: nothing changed, nothing decided), "
@@ -178,11 +183,12 @@ def _speed_ratios(runs: list[dict[str, Any]]) -> list[str]:
             f"{sp['sim_wall_s'] / base['sim_wall_s']:.2f}x" for sp in runs if sp is not base]
 
 
-def _speed_report(data: Path, policies: list[str]) -> Iterator[str]:
-    """The 100k-job speed run of each policy, a line as each ends, then the ratios to fifo."""
+def _speed_report(data: Path, policies: list[str], build: str) -> Iterator[str]:
+    """The 100k-job speed run of each policy, a line as each ends, then the ratios to fifo;
+    `build`: what ran (compiled.check)."""
     runs = []
     for pol in policies:
-        runs.append(_speed(data, 100_000, 2000, pol))
+        runs.append({**_speed(data, 100_000, 2000, pol), "build": build})
         yield _speed_line(runs[-1])
     yield from _speed_ratios(runs)
 
@@ -284,6 +290,10 @@ def main() -> int:
                     help="only the 100k-job speed run (no policy table, nothing written)")
     ap.add_argument("--speed-policy", action="append", choices=["fifo", "fair", "hase", "gavel"],
                     help="policies of the --speed run (default: fifo; repeatable)")
+    ap.add_argument("--compiled", action="store_true",
+                    help="run on the mypyc-compiled build of the policies, the daemon's cycle and "
+                         "the simulated scheduler (bench/compiled.py; built first, about 40 s, "
+                         "when missing or made from other sources)")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--scenario", action="append",
                     choices=["philly-3type", "gavel-msr", "alibaba-mps",
@@ -297,6 +307,12 @@ def main() -> int:
                     help="ablation: every g-GPU job becomes g 1-GPU jobs (same account, arrival, "
                          "duration and GPU-hours), to see what multi-GPU jobs cost fairness")
     a = ap.parse_args()
+    if a.compiled and not os.environ.get("HASE_BENCH_BUILD"):
+        compiled.main()
+        env = {**os.environ, "HASE_BENCH_BUILD": str(compiled.BUILD)}
+        os.execve(sys.executable, [sys.executable, *sys.argv], env)
+    build = compiled.check()  # "pure Python" or the compiled build (StaleBuild: a stale one)
+    print(f"slurm_hase: {build}", file=sys.stderr, flush=True)
     g = a.gpus_per_type
     scenarios = {
         "philly-3type": {"trace": "philly", "start": 20000, "count": a.jobs, "load": a.load,
@@ -318,7 +334,7 @@ def main() -> int:
                                  "billing": {"t4": 1.0, "p100": 2.0, "v100": 4.0}},
     }
     if a.speed_only:
-        for line in _speed_report(a.data_dir, a.speed_policy or ["fifo"]):
+        for line in _speed_report(a.data_dir, a.speed_policy or ["fifo"], build):
             print(line, flush=True)
         return 0
     chosen = a.scenario or ["philly-3type"]
@@ -340,7 +356,7 @@ def main() -> int:
     for name in scenarios:
         lines += _ratios(rows, name) + [""]
     if a.speed:
-        lines += _speed_report(a.data_dir, a.speed_policy or ["fifo"])
+        lines += _speed_report(a.data_dir, a.speed_policy or ["fifo"], build)
     text = "\n".join(lines) + "\n"
     (a.out / "policies.md").write_text(text)
     (a.out / "policies.json").write_text(json.dumps(rows, indent=2, sort_keys=True) + "\n")

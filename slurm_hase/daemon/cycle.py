@@ -44,12 +44,13 @@ from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.types import Job, JobState, JobUpdate, Node
 
 __all__ = [
-    "STAGES", "Clock", "CycleConfig", "CycleResult", "JobEstimate", "OwnedAttrs", "QuietWatch",
+    "DEFAULT_REFRESH_S", "STAGES", "Clock", "CycleConfig", "CycleResult", "JobEstimate", "OwnedAttrs", "QuietWatch",
     "RuntimeEstimator", "StateCache", "build_state", "job_in_partitions", "observe", "plan_updates", "run_cycle", "state_digest",
 ]
 
 log = logging.getLogger("slurm_hase.daemon")
 STAGES = ("observe", "state", "decide", "plan", "act")  # a cycle's steps (CycleResult.stages)
+DEFAULT_REFRESH_S = 600.0  # CycleConfig.refresh_s's default (a plain name: compiled, bench/README)
 
 
 class Clock(Protocol):
@@ -91,7 +92,7 @@ class CycleConfig:
     # than refresh_s after it decides nothing (0 = every cycle decides). Between such events
     # only the age credit and usage decay move the order; refresh_s bounds how stale that is
     # (docs/daemon.md: 600 s and 1,800 s gave the same Philly bench figures as 0).
-    refresh_s: float = 600.0
+    refresh_s: float = DEFAULT_REFRESH_S
 
 
 @dataclass

@@ -210,11 +210,19 @@ class FairPolicy:
         default_factory=dict, init=False, repr=False, compare=False)
     _memo_pools: tuple[tuple[str, int], ...] = field(default=(), init=False, repr=False,
                                                      compare=False)
-    name: str = field(default="fair", init=False)
-    summary: str = field(default="spatiotemporal fairness: nice by account deficit, fast GPUs "
-                                 "to biggest gainers", init=False)
+
+    @property
+    def name(self) -> str:
+        return "fair"
+
+    @property
+    def summary(self) -> str:
+        return ("spatiotemporal fairness: nice by account deficit, fast GPUs to "
+                "biggest gainers")
 
     def __post_init__(self) -> None:
+        # set here too: a class compiled with mypyc (bench/README.md) leaves init=False fields unset
+        self._memo, self._memo_pools = {}, ()
         self.theta = check_knob("theta", self.theta, 0.0, 1.0)
         self.tolerance = check_knob("tolerance", self.tolerance, 0.0, 1.0)
         self.horizon = check_knob("horizon", self.horizon, 0.0, 1e6)

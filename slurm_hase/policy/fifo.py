@@ -5,7 +5,7 @@ This is the incumbent every other policy is measured against.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from slurm_hase.policy.types import ClusterState, Decision
 
@@ -14,11 +14,19 @@ from slurm_hase.policy.types import ClusterState, Decision
 class FifoPolicy:
     """Leaves every job alone."""
 
-    name: str = field(default="fifo", init=False)
-    summary: str = field(default="no changes: Slurm multifactor priority + backfill as configured", init=False)
-    # Decides nothing whatever the state: a caller that only acts on decisions (the
-    # simulator) may skip building the state for it (policy.types.is_passive).
-    passive: bool = field(default=True, init=False)
+    @property
+    def name(self) -> str:
+        return "fifo"
+
+    @property
+    def summary(self) -> str:
+        return "no changes: Slurm multifactor priority + backfill as configured"
+
+    @property
+    def passive(self) -> bool:
+        """Decides nothing whatever the state: a caller that only acts on decisions (the
+        simulator) may skip building the state for it (policy.types.is_passive)."""
+        return True
 
     def decide(self, state: ClusterState) -> list[Decision]:
         """Always the empty list."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -64,9 +64,15 @@ class GavelPolicy:
 
     tolerance: float = 0.5
     max_classes: float = 120.0
-    name: str = field(default="gavel", init=False)
-    summary: str = field(default="Gavel heterogeneity-aware max-min fairness over effective "
-                                 "throughput", init=False)
+
+    @property
+    def name(self) -> str:
+        return "gavel"
+
+    @property
+    def summary(self) -> str:
+        return ("Gavel heterogeneity-aware max-min fairness over effective "
+                "throughput")
 
     def __post_init__(self) -> None:
         self.tolerance = check_knob("tolerance", self.tolerance, 0.0, 1.0)

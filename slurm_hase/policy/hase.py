@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from slurm_hase.policy.common import check_knob, only_changes, unique_jobs, usable_types
 from slurm_hase.policy.types import ClusterState, Decision, GpuPool, PendingJob, RunningJob
@@ -118,9 +118,15 @@ class HasePolicy:
 
     beta: float = 0.8
     tolerance: float = 0.0
-    name: str = field(default="hase", init=False)
-    summary: str = field(default="hardware-aware: constrain each job to the GPU type that "
-                                 "finishes it first", init=False)
+
+    @property
+    def name(self) -> str:
+        return "hase"
+
+    @property
+    def summary(self) -> str:
+        return ("hardware-aware: constrain each job to the GPU type that finishes "
+                "it first")
 
     def __post_init__(self) -> None:
         self.beta = check_knob("beta", self.beta, 0.0, 100.0)

@@ -107,8 +107,11 @@ class Decision:
 class Policy(Protocol):
     """A scheduling policy: state in, decisions out. Must be pure and deterministic."""
 
-    name: str
-    summary: str
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def summary(self) -> str: ...
 
     def decide(self, state: ClusterState) -> list[Decision]: ...
 

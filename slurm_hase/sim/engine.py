@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from slurm_hase.daemon.cycle import CycleConfig, QuietWatch, run_cycle
+from slurm_hase.daemon.cycle import DEFAULT_REFRESH_S, CycleConfig, QuietWatch, run_cycle
 from slurm_hase.daemon.state import JobEstimate, RuntimeEstimator
 from slurm_hase.errors import ConfigError
 from slurm_hase.policy.common import NICE_MAX
@@ -23,8 +23,9 @@ from slurm_hase.policy.registry import make_policy
 from slurm_hase.policy.types import is_passive
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.sim.cluster import ClusterSpec
-from slurm_hase.sim.sched import SlurmConfig, SlurmScheduler
+from slurm_hase.sim.sched import SlurmScheduler
 from slurm_hase.sim.simslurm import SimJob, SimSlurm
+from slurm_hase.sim.slurmconf import SlurmConfig
 from slurm_hase.sim.throughput import ThroughputTable
 from slurm_hase.sim.traces import LIMIT_TEXT, MAX_SECONDS, TraceJob
 from slurm_hase.slurm.types import Job, SchedulerDepths
@@ -79,7 +80,7 @@ class SimConfig:
     policy: str = "fifo"
     knobs: dict[str, float] = field(default_factory=dict)
     interval_s: float = 60.0
-    refresh_s: float = CycleConfig.refresh_s  # quiet cycles decide nothing until then
+    refresh_s: float = DEFAULT_REFRESH_S  # quiet cycles decide nothing until then
     predictor: str = "oracle"  # or "model": the daemon's DescriptorEstimator + load_predictor()
     model: str | None = None  # the model file of predictor "model" (None: the shipped one)
     ledger_half_life_s: float = 7 * 86400.0

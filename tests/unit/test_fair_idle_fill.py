@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
 from slurm_hase.errors import PolicyError
@@ -14,15 +12,11 @@ NOW = 100_000.0
 LONG = {"v100": 10_000.0, "k80": 40_000.0}  # k80 at 0.25 x its best speed
 
 
-@dataclass(frozen=True)
-class CkptJob(PendingJob):
+def ckpt(jid: str, acct: str, gpus: int = 2, rt: dict[str, float] | None = None,
+         restarts: int = 0) -> PendingJob:
     """A pending job that opted in to checkpoint/requeue (PendingJob.preemptible)."""
-
-    preemptible: bool = True
-
-
-def ckpt(jid: str, acct: str, gpus: int = 2, rt: dict[str, float] | None = None) -> PendingJob:
-    return CkptJob(jid, acct, "u", NOW - 100 + int(jid), gpus, rt or LONG)
+    return PendingJob(jid, acct, "u", NOW - 100 + int(jid), gpus, rt or LONG, preemptible=True,
+                      restarts=restarts)
 
 
 def busy_v100(acct: str = "b", left: float = 20_000.0, gpus: int = 2) -> RunningJob:
@@ -67,7 +61,7 @@ def test_a_job_that_can_no_longer_be_requeued_is_never_idle_filled() -> None:
     # rotation's migration needs one more requeue to move a filled job back to a fast type; a job
     # at max_restarts would run to its end on the slow type (Philly bench, seed 2: a 1-GPU job of
     # 139 h on V100 ran 1,368 h on K80 after its third requeue)
-    tired = CkptJob("1", "a", "u", NOW - 99, 2, LONG, restarts=3)
+    tired = ckpt("1", "a", restarts=3)
     st = state([tired], [busy_v100()])
     assert types(FairPolicy(theta=0.0, idle_fill=0.5).decide(st)) == {"1": ("v100",)}
     assert types(FairPolicy(theta=0.0, idle_fill=0.5, max_restarts=4).decide(st)) == {"1": ("k80",)}

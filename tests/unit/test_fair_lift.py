@@ -10,7 +10,7 @@ from slurm_hase.policy.route import _starting_now, route_types
 from slurm_hase.policy.types import ClusterState, Decision, GpuPool, PendingJob, RunningJob
 from slurm_hase.sim.cluster import uniform_cluster
 from slurm_hase.sim.engine import SimConfig, simulate
-from slurm_hase.sim.sched import SlurmConfig
+from slurm_hase.sim.slurmconf import SlurmConfig
 from slurm_hase.sim.throughput import load_throughputs
 from slurm_hase.sim.traces import TraceJob
 

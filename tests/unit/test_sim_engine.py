@@ -12,8 +12,8 @@ from slurm_hase.errors import JobNotFoundError, SlurmCommandError
 from slurm_hase.sim.cluster import uniform_cluster
 from slurm_hase.sim.engine import SimConfig, simulate
 from slurm_hase.sim.metrics import compute
-from slurm_hase.sim.sched import SlurmConfig
 from slurm_hase.sim.simslurm import SimSlurm
+from slurm_hase.sim.slurmconf import SlurmConfig
 from slurm_hase.sim.throughput import ThroughputTable, load_throughputs
 from slurm_hase.sim.traces import TraceJob, load_gavel
 from slurm_hase.slurm.backend import SlurmBackend

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from slurm_hase.sim.cluster import uniform_cluster
-from slurm_hase.sim.sched import SlurmConfig, SlurmScheduler, order_key
+from slurm_hase.sim.sched import SlurmScheduler, order_key
 from slurm_hase.sim.simslurm import SimJob, SimSlurm
+from slurm_hase.sim.slurmconf import SlurmConfig
 from slurm_hase.sim.throughput import ThroughputTable, load_throughputs
 from slurm_hase.sim.traces import TraceJob
 from slurm_hase.slurm.types import JobState, JobUpdate
