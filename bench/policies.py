@@ -310,7 +310,8 @@ def main() -> int:
     if a.compiled and not os.environ.get("HASE_BENCH_BUILD"):
         compiled.main()
         env = {**os.environ, "HASE_BENCH_BUILD": str(compiled.BUILD)}
-        os.execve(sys.executable, [sys.executable, *sys.argv], env)
+        # the data directory as resolved here (the build's own default would be beside it)
+        os.execve(sys.executable, [sys.executable, *sys.argv, "--data-dir", str(a.data_dir)], env)
     build = compiled.check()  # "pure Python" or the compiled build (StaleBuild: a stale one)
     print(f"slurm_hase: {build}", file=sys.stderr, flush=True)
     g = a.gpus_per_type
