@@ -37,8 +37,9 @@ from slurm_hase.daemon.state import (
     build_state,
     job_in_partitions,
 )
+from slurm_hase.errors import PolicyError
 from slurm_hase.policy.common import NICE_MAX
-from slurm_hase.policy.types import Decision, Policy, RunningJob
+from slurm_hase.policy.types import ClusterState, Decision, Policy, RunningJob
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.types import Job, JobState, JobUpdate, Node
@@ -230,6 +231,19 @@ def _left_partitions(outside: Sequence[Job], owned: Mapping[str, OwnedAttrs] | N
     return updates, reasons
 
 
+def _decide(policy: Policy, state: ClusterState) -> list[Decision]:
+    """policy.decide; any exception it raises comes out as a PolicyError naming the policy
+    (before anything is planned or sent: the cycle does nothing)."""
+    try:
+        return policy.decide(state)
+    except PolicyError:
+        raise
+    except Exception as exc:  # a policy bug on an odd state is not a Slurm fault
+        raise PolicyError(f"policy {policy.name!r} failed on this cycle's state "
+                          f"({len(state.pending)} pending, {len(state.running)} running jobs): "
+                          f"{type(exc).__name__}: {exc}") from exc
+
+
 # ----------------------------------------------------------------------------- act
 
 
@@ -252,6 +266,7 @@ def run_cycle(
     keeps it in the state store and it is updated here for every applied update. Without it,
     Features made only of known GPU types count as ours. SlurmUnavailableError from observing
     propagates (the caller backs off); while acting it stops the cycle with `unavailable=True`.
+    Whatever the policy raises comes out as a PolicyError, before any update is planned.
     With `watch` and config.refresh_s > 0, a quiet cycle (CycleConfig.refresh_s) returns
     with `quiet=True` after observing. `intend` gets the `owned` entries of the updates about to
     be sent, before the first is (the daemon writes them to its store: a kill mid-act then
@@ -278,7 +293,7 @@ def run_cycle(
     ledger.observe(state.running, started)
     state = replace(state, usage=ledger.usage(), scheduler_depth=config.scheduler_depth)
     marks.append(perf_counter())
-    decisions = policy.decide(state)
+    decisions = _decide(policy, state)
     marks.append(perf_counter())
     skipped: list[tuple[str, str]] = []
     capacity = cache.summary[1] if cache.summary is not None else None

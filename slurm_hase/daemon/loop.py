@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from slurm_hase.daemon.cycle import (
@@ -22,6 +22,7 @@ from slurm_hase.daemon.cycle import (
 )
 from slurm_hase.daemon.metrics import Metrics
 from slurm_hase.daemon.rows import decision_rows, owned_row, refusal_rows
+from slurm_hase.daemon.seed import add_service
 from slurm_hase.errors import (
     PolicyError,
     SlurmError,
@@ -163,7 +164,7 @@ class Daemon:
                         "history once sacct answers", exc)
             self._unseeded_at = now
             return ledger
-        added = _add_history(ledger, records, until=now, node_mps=self._node_mps(records))
+        added = add_service(ledger, records, until=now, node_mps=self._node_mps(records))
         log.info("usage ledger seeded from sacct", extra={
             "jobs": len({r.job_id for r in records}), "runs": len(records), "counted": added,
             "usage": {a: round(u) for a, u in ledger.usage().items()}})
@@ -186,7 +187,7 @@ class Daemon:
         except SlurmError as exc:
             log.debug("sacct still unavailable for the usage history: %s", exc)
             return
-        added = _add_history(self.ledger, records, until=self._unseeded_at,
+        added = add_service(self.ledger, records, until=self._unseeded_at,
                              node_mps=self._node_mps(records))
         self._unseeded_at = None
         log.info("usage ledger seeded from sacct (late)", extra={
@@ -236,6 +237,11 @@ class Daemon:
             # not an unreachable one: the log must not send the admin to look at slurmctld
             away = isinstance(exc, SlurmUnavailableError | SlurmTimeoutError)
             return self._backoff(f"{type(exc).__name__}: {exc}", unreachable=away)
+        except PolicyError as exc:
+            # Slurm goes on scheduling on its own; the next cycles try again, further apart
+            self.last_failure = str(exc)
+            log.error("policy failed; nothing changed this cycle", exc_info=exc)
+            return self._backoff(str(exc), kind="policy")
         wall = self._monotonic() - t0
         self.last_result = result
         self.metrics.observe_cycle(result, wall)
@@ -255,19 +261,22 @@ class Daemon:
         self.metrics.set("hase_schedd_backoff_seconds", 0.0)
         return max(self.settings.interval_s - wall, 0.0)
 
-    def _backoff(self, why: str, *, counted: bool = False, unreachable: bool = True) -> float:
+    def _backoff(self, why: str, *, counted: bool = False, unreachable: bool = True,
+                 kind: str = "slurm") -> float:
         """Wait longer after each failed cycle; `counted`: the cycle is in cycles_total already,
-        `unreachable`: slurmctld did not answer (else a Slurm command failed otherwise)."""
+        `unreachable`: slurmctld did not answer (else a Slurm command failed otherwise);
+        `kind`: what failed, "slurm" or "policy" (hase_schedd_errors_total's label)."""
         self.failures += 1
         # the exponent is capped: 2.0 ** 1024 overflows (slurmctld down for days)
         delay = min(self.settings.backoff_s * 2.0 ** min(self.failures - 1, 60),
                     self.settings.backoff_max_s)
-        log.warning("slurm unavailable, backing off" if unreachable
-                    else "slurm command failed, backing off", extra={
+        what = ("policy failed" if kind == "policy" else "slurm unavailable" if unreachable
+                else "slurm command failed")
+        log.warning(f"{what}, backing off", extra={
             "reason": why, "failures": self.failures, "delay_s": delay})
         if not counted:
             self.metrics.inc("hase_schedd_cycles_total", outcome="error")
-        self.metrics.inc("hase_schedd_errors_total", kind="slurm")
+        self.metrics.inc("hase_schedd_errors_total", kind=kind)
         self.metrics.set("hase_schedd_backoff_seconds", delay)
         return delay
 
@@ -380,21 +389,3 @@ class WallClock:
 
     def now(self) -> float:
         return time.time()
-
-
-def _add_history(ledger: UsageLedger, records: Iterable[AccountingRecord], until: float,
-                 node_mps: Mapping[str, int] | None = None) -> int:
-    """Add each record's GPU service before `until` (GPUs, MPS shares as fractions: gres/mps
-    over the MPS units per GPU of its node, `node_mps`, else 100); returns how many counted."""
-    added = 0
-    for rec in records:
-        mps = mps_from_tres(rec.alloc_tres)
-        per_gpu = (node_mps or {}).get(rec.nodes, 100) if mps else 100
-        gpus = sum(rec.alloc_gpus.values()) + mps / per_gpu
-        if rec.start_time is None or gpus <= 0:
-            continue
-        end = min(float(rec.end_time) if rec.end_time is not None else until, until)
-        if end > rec.start_time:
-            ledger.add_interval(rec.account, gpus, float(rec.start_time), end)
-            added += 1
-    return added

@@ -32,7 +32,7 @@ _HELP: dict[str, tuple[str, str]] = {
     "hase_schedd_managed_pending_jobs": ("gauge", "Pending jobs the policy saw."),
     "hase_schedd_running_jobs": ("gauge", "Running GPU jobs."),
     "hase_schedd_actions_total": ("counter", "scontrol updates, by kind and outcome."),
-    "hase_schedd_errors_total": ("counter", "Errors, by kind (slurm, update, store, shares, config: a reload, metrics: the textfile)."),
+    "hase_schedd_errors_total": ("counter", "Errors, by kind (slurm, policy: its decide raised, update, store, shares, config: a reload, metrics: the textfile)."),
     "hase_schedd_backoff_seconds": ("gauge", "Current back-off delay (0 when healthy)."),
 }
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from slurm_hase.cli import report_cmd
 from slurm_hase.cli.main import cli
 from slurm_hase.daemon.history import build_history
-from slurm_hase.daemon.loop import _add_history
+from slurm_hase.daemon.seed import add_service
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.reports.fairness import fairness_report
 from slurm_hase.reports.queue import with_queue
@@ -204,7 +204,7 @@ def test_daemon_ledger_seeding_counts_every_run(fixtures_dir: Path) -> None:
     end = max(r.end_time or 0 for r in recs)
     ledger = UsageLedger(1e12)  # no decay to speak of
     ledger.add_interval("", 0.0, float(end), float(end))
-    assert _add_history(ledger, recs, until=float(end)) == 2
+    assert add_service(ledger, recs, until=float(end)) == 2
     assert ledger.usage()["teamb"] == pytest.approx(2 * (RUN1_S + RUN2_S), rel=1e-4)
 
 
