@@ -1,10 +1,15 @@
-"""The state store's schema: its numbered migrations, and how ownership rows are written."""
+"""The state store's schema: its numbered migrations, its rows, and how ownership rows are
+written."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 
 import sqlite_utils
+
+from slurm_hase.errors import StoreError
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("initial", """
@@ -66,3 +71,56 @@ def upsert_owned(db: sqlite_utils.Database, owned_updates: Mapping[str, OwnedRow
             db.execute(_FULL, [jid, row[0], row[1], at, row[2], row[3]])
         else:
             db.execute(_PARTIAL, [jid, row[0], row[1], at, None, None])
+
+
+@dataclass(frozen=True)
+class DecisionRow:
+    """One planned update and what Slurm answered."""
+
+    job_id: str
+    inputs_digest: str
+    nice: int | None
+    features: str | None
+    outcome: str  # applied | skipped | error | planned (dry run)
+    answer: str = ""  # Slurm's answer, or why the daemon did not make it
+    action: str = "update"  # update (Nice/Features of a pending job) | requeue (a running one)
+    reason: str = ""  # the policy's own words (Decision.reason)
+
+
+@dataclass(frozen=True)
+class CycleRow:
+    """Summary of one cycle."""
+
+    started: float
+    duration_s: float
+    policy: str
+    dry_run: bool
+    inputs_digest: str
+    pending: int
+    running: int
+    decisions: int
+    applied: int
+    skipped: int
+    errors: int
+    unavailable: bool = False
+
+
+def check_store_path(path: str | Path) -> None:
+    """Refuse (StoreError) a store path that is a folder or whose folder does not exist; the
+    store never creates folders, so a mistyped one is not made silently."""
+    p = Path(path)
+    if p.is_dir():
+        raise StoreError(f"state store {p} is a directory, not a database file")
+    if not p.parent.is_dir():
+        raise StoreError(f"state store {p}: folder {p.parent} does not exist")
+
+
+def refuse_newer(path: str, applied: Collection[int]) -> None:
+    """StoreError for a store with migrations this version does not know: a newer slurm-hase
+    wrote it, and its newer tables or columns would be misread."""
+    newer = sorted(v for v in applied if v > len(MIGRATIONS))
+    if newer:
+        raise StoreError(f"state store {path} has schema version {newer[-1]}, written by a newer "
+                         f"slurm-hase (this one knows up to {len(MIGRATIONS)}); nothing was read "
+                         "or written: run the newer version, or give this one another file "
+                         "(--state-db / [schedd] state_db)")

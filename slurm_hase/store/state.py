@@ -16,7 +16,6 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,54 +23,22 @@ import sqlite_utils
 
 from slurm_hase.errors import StoreError
 from slurm_hase.store.faults import Fault, classify
-from slurm_hase.store.schema import MIGRATIONS, OwnedRow, upsert_owned
+from slurm_hase.store.schema import (
+    MIGRATIONS,
+    CycleRow,
+    DecisionRow,
+    OwnedRow,
+    check_store_path,
+    refuse_newer,
+    upsert_owned,
+)
+
+__all__ = ["MIGRATIONS", "CycleRow", "DecisionRow", "StateStore", "check_store_path"]
 
 log = logging.getLogger("slurm_hase.store")
 
 Write = Callable[[sqlite_utils.Database], None]
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class DecisionRow:
-    """One planned update and what Slurm answered."""
-
-    job_id: str
-    inputs_digest: str
-    nice: int | None
-    features: str | None
-    outcome: str  # applied | skipped | error | planned (dry run)
-    answer: str = ""  # Slurm's answer, or why the daemon did not make it
-    action: str = "update"  # update (Nice/Features of a pending job) | requeue (a running one)
-    reason: str = ""  # the policy's own words (Decision.reason)
-
-
-@dataclass(frozen=True)
-class CycleRow:
-    """Summary of one cycle."""
-
-    started: float
-    duration_s: float
-    policy: str
-    dry_run: bool
-    inputs_digest: str
-    pending: int
-    running: int
-    decisions: int
-    applied: int
-    skipped: int
-    errors: int
-    unavailable: bool = False
-
-
-def check_store_path(path: str | Path) -> None:
-    """Refuse (StoreError) a store path that is a folder or whose folder does not exist; the
-    store never creates folders, so a mistyped one is not made silently."""
-    p = Path(path)
-    if p.is_dir():
-        raise StoreError(f"state store {p} is a directory, not a database file")
-    if not p.parent.is_dir():
-        raise StoreError(f"state store {p}: folder {p.parent} does not exist")
 
 
 class StateStore:
@@ -133,7 +100,9 @@ class StateStore:
         """Migrate at open, taking the write lock only when a migration is missing: `status`,
         `job` and a starting daemon then open a current store while another process writes it.
         A store that needs migrating and stays locked is a StoreError that keeps nothing."""
-        if set(range(1, len(MIGRATIONS) + 1)) <= self._applied():
+        applied = self._applied()
+        refuse_newer(self.path, applied)
+        if set(range(1, len(MIGRATIONS) + 1)) <= applied:
             return
         try:
             self._attempt(self._migrate)

@@ -97,3 +97,21 @@ def test_other_sqlite_errors_are_store_errors(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="boom"):
         st.record_cycle(cyc(), [DecisionRow("1", "d", 5, None, "applied")], {})
     assert st.backlog == [] and st.cycles() == []  # rolled back as a whole
+
+
+def test_a_store_written_by_a_newer_slurm_hase_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    """Before, an older daemon opened it and wrote its rows beside tables and columns it does
+    not know (a downgrade after an upgrade's migration)."""
+    path = tmp_path / "s.db"
+    StateStore(path).close()
+    newer = len(MIGRATIONS) + 1
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO migrations(version, name, applied_at) VALUES (?, 'later', 1.0)",
+                     (newer,))
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreError) as err:
+        StateStore(path)
+    assert (f"has schema version {newer}, written by a newer slurm-hase (this one knows up to "
+            f"{len(MIGRATIONS)}); nothing was read or written") in str(err.value)
+    assert path.read_bytes() == before
