@@ -23,6 +23,7 @@ from slurm_hase.cli.schedd_checks import (
     unit_sandbox_warnings,
     unit_slurm_conf,
 )
+from slurm_hase.cli.schedd_view import model_info, status_lines
 from slurm_hase.cli.slurm_env import check_slurm_conf
 from slurm_hase.daemon.config import DaemonConfig, load_config
 from slurm_hase.errors import ConfigError, SlurmError
@@ -55,25 +56,6 @@ def _hold_store(state_db: str) -> None:
     from slurm_hase.store.lock import StoreLock
 
     click.get_current_context().call_on_close(StoreLock(state_db).close)
-
-
-def _model_info(model: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The stored model row with its `info` JSON text decoded (left as text if it is not JSON)."""
-    if model is None or not isinstance(model.get("info"), str):
-        return model
-    try:
-        info = json.loads(model["info"])
-    except ValueError:
-        return model
-    return {**model, "info": info} if isinstance(info, dict | list) else model
-
-
-def _model_line(model: dict[str, Any] | None) -> str:
-    """The predictor model the daemon last loaded, in one line."""
-    if model is None:
-        return "model: none recorded yet (the daemon records the model it loads at start)"
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(model["loaded_at"])))
-    return f"model: {model['path']} (sha256 {str(model['digest'])[:12]}, loaded {when})"
 
 
 def _backend() -> Any:
@@ -239,30 +221,19 @@ def status_cmd(as_json: bool, cycles: int, config_path: str | None, state_db: st
 
     cfg = _config(config_path, state_db)
     store = existing_store(cfg)
+    newest = store.cycles(1)
+    # "policy" is the config file's; the daemon runs the one it read at start or last reload
     data = {"state_db": cfg.state_db, "policy": cfg.policy, "cycles": store.cycles(cycles),
+            "last_cycle_policy": newest[0]["policy"] if newest else None,
             "daemon_pid": holder(cfg.state_db),
-            "owned_jobs": len(store.owned()), "model": _model_info(store.latest_model()),
+            "owned_jobs": len(store.owned()), "model": model_info(store.latest_model()),
             "usage": (store.latest_usage() or {}).get("usage", {}),
             "last_observed": store.last_observed()}
     if as_json:
         click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
         return
-    click.echo(f"state store: {cfg.state_db}   policy (config): {cfg.policy}")
-    pid = data["daemon_pid"]
-    click.echo("daemon: not running on this store" if pid is None
-               else f"daemon: running (pid {pid})" if pid else "daemon: running")
-    seen = data["last_observed"]
-    if seen is not None:
-        ago = max(time.time() - seen, 0.0)
-        click.echo(f"last observed Slurm: {ago:.0f} s ago (cycles that found nothing changed "
-                   "decide nothing and are not listed below; see refresh_s)")
-    click.echo(f"jobs carrying our Nice/Features: {data['owned_jobs']}")
-    click.echo(_model_line(data["model"]))
-    for c in data["cycles"]:
-        click.echo(f"  cycle {c['id']:>6}  {c['policy']:<6} pending={c['pending']:<5} "
-                   f"applied={c['applied']:<4} requeued={c['requeued']:<3} errors={c['errors']:<3} "
-                   f"{c['duration_s'] * 1000:.0f} ms{'  DRY' if c['dry_run'] else ''}"
-                   f"{'  SLURM-DOWN' if c['unavailable'] else ''}")
+    for line in status_lines(data):
+        click.echo(line)
     if not data["cycles"] and cycles:  # --cycles 0 asks for none, whatever the store holds
         click.echo("  no cycles recorded yet")
 

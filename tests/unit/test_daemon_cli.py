@@ -37,6 +37,10 @@ def test_status_json(tmp_path: Path) -> None:
     data = json.loads(out.output)
     assert data["owned_jobs"] == 1 and data["cycles"][0]["policy"] == "hase"
     assert data["last_observed"] is None
+    # the config's policy (the default, fair) is not what the daemon ran: both are given
+    assert data["policy"] == "fair" and data["last_cycle_policy"] == "hase"
+    text = CliRunner().invoke(cli, ["schedd", "status", "--state-db", str(db), "--cycles", "0"]).output
+    assert "note: the last recorded cycle ran policy hase, not the config's fair" in text
     st = StateStore(db)
     st.save_usage({"half_life_s": 60.0, "usage": {}}, 1000.0)
     st.save_usage({"half_life_s": 60.0, "usage": {}}, 1060.0)  # a quiet cycle's snapshot
