@@ -34,7 +34,7 @@ def test_run_cycle_turns_a_policy_exception_into_a_policy_error_and_sends_nothin
         run_cycle(fb, Broken(), Est(), Clock(), UsageLedger(60.0), {"a": 1.0}, CycleConfig())
     assert str(err.value).startswith("policy 'nice' failed on this cycle's state (2 pending, 0 "
                                      "running jobs): ZeroDivisionError")
-    assert isinstance(err.value.__cause__, ZeroDivisionError)
+    assert "ZeroDivisionError: integer division or modulo by zero" in str(err.value)
     assert fb.updates == []
 
 
