@@ -13,10 +13,10 @@ import click
 from click.core import ParameterSource
 
 from slurm_hase.cli.clickio import OutputFile, QuietPipeGroup, check_distinct
+from slurm_hase.cli.model_save import check_registry, store_model
 
 if TYPE_CHECKING:
-    from slurm_hase.predict.api import Prediction, Predictor
-    from slurm_hase.predict.dataset import Measurement
+    from slurm_hase.predict.api import Prediction
     from slurm_hase.predict.descriptor import WorkloadDescriptor
 
 
@@ -45,14 +45,14 @@ def train_cmd(data: tuple[str, ...], out: str, registry: str | None, note: str) 
     from slurm_hase.predict.train import train
 
     check_distinct([("--out", out), ("--registry", registry)], [("--data", data_path(d)) for d in data])
-    _check_registry(registry)
+    check_registry(registry)
     rows = read_many(data)
     pred = train(rows, note=note)
     pairs = ""
     if pred.pairs is not None:
         betas = ", ".join(f"{g} {b:.2f}" for g, b in pred.pairs.beta.items())
         pairs = f"; pair memory: {len(pred.pairs.residuals)} measured MPS pairings (beta {betas})"
-    _store(pred, out, registry, note,
+    store_model(pred, out, registry, note,
            f"trained on {len(rows)} rows ({', '.join(pred.meta['gpus'])}) in "
            f"{pred.meta['train_seconds']}s -> {out}{pairs}")
 
@@ -270,7 +270,7 @@ def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
     check_distinct([("--out", out), ("--registry", registry), ("--save-rows", save_rows)],
                    [("--data", data_path(d)) for d in data]
                    + ([("--sacct-json", sacct_json)] if sacct_json else []))
-    _check_registry(registry)
+    check_registry(registry)
     reference = load_predictor(model_file)
     base = read_many(data)
     records: list[Any]
@@ -297,50 +297,8 @@ def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
         click.echo(f"hase: note: {repeats} harvested job row(s) were already in --data or listed "
                    "twice: each job counted once (its newest row)", err=True)
     pred = refit(base, got.rows)
-    _store(pred, out, registry, "refit", f"refit model -> {out}",
+    store_model(pred, out, registry, "refit", f"refit model -> {out}",
            rows=(got.rows, save_rows) if save_rows else None)
-
-
-def _check_registry(registry: str | None) -> None:
-    """Refuse an existing file that is not a model registry before any work starts: a bad
-    option like the other output checks (exit 2)."""
-    if registry:
-        from slurm_hase.errors import ConfigError, StoreError
-        from slurm_hase.predict.registry import ModelRegistry
-
-        try:
-            ModelRegistry.check(registry)
-        except StoreError as exc:
-            raise ConfigError(f"--registry {exc}") from None
-
-
-def _store(pred: Predictor, out: str, registry: str | None, note: str, msg: str,
-           rows: tuple[list[Measurement], str] | None = None) -> None:
-    """Save the model file (and ``rows`` as CSV), and a version in the registry when one is
-    given; echo `msg`. All or nothing: the files are staged and renamed into place only once the
-    registry holds the version."""
-    from slurm_hase.errors import DataError, PredictorError
-    from slurm_hase.predict.dataset import csv_text
-    from slurm_hase.predict.files import Output, write_together
-    from slurm_hase.predict.modelfile import model_to_json
-
-    outputs: list[Output] = []
-    if rows is not None:
-        outputs.append((rows[1], csv_text(rows[0])[0], DataError))
-    outputs.append((out, model_to_json(pred), PredictorError))
-    versions: list[int] = []
-
-    def record() -> None:
-        from slurm_hase.predict.registry import ModelRegistry
-
-        versions.append(ModelRegistry(str(registry)).save(pred, note=note))
-
-    write_together(outputs, record if registry else None)
-    if versions:
-        msg += f" (registry version {versions[0]})"
-    if rows is not None:
-        msg += f"; {len(rows[0])} site rows -> {rows[1]}"
-    click.echo(msg)
 
 
 @model.command("versions")

@@ -19,15 +19,14 @@ from slurm_hase.errors import (
 from slurm_hase.slurm import commands
 from slurm_hase.slurm.parse_json import parse_squeue_json, reported_errors
 from slurm_hase.slurm.parse_sacct_text import parse_sacct_parsable, parse_sacctmgr_accounts
+from slurm_hase.slurm.parse_shares import parse_sacctmgr_shares, split_by_cluster
 from slurm_hase.slurm.parse_text import (
-    parse_sacctmgr_shares,
     parse_scontrol_jobs,
     parse_scontrol_nodes,
     parse_scontrol_partitions,
     parse_show_config,
     parse_version,
     scheduler_depths,
-    split_by_cluster,
 )
 from slurm_hase.slurm.runner import CommandResult, Runner
 from slurm_hase.slurm.types import (

@@ -14,7 +14,7 @@ from slurm_hase.cli import report_cmd
 from slurm_hase.cli.main import cli
 from slurm_hase.errors import SlurmCommandError, SlurmParseError
 from slurm_hase.slurm.command_backend import CommandBackend
-from slurm_hase.slurm.parse_text import parse_sacctmgr_shares
+from slurm_hase.slurm.parse_shares import parse_sacctmgr_shares
 from slurm_hase.slurm.runner import CommandResult
 from slurm_hase.slurm.types import AccountingRecord, Job, JobState, Node
 

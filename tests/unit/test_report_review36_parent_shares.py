@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from slurm_hase.reports.fairness import BY_RATIO, fairness_report
-from slurm_hase.slurm.parse_text import parse_sacctmgr_shares
+from slurm_hase.slurm.parse_shares import parse_sacctmgr_shares
 from slurm_hase.slurm.types import AccountingRecord, JobState
 
 LOCAL = "local-22.05"

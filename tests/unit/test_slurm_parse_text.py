@@ -9,12 +9,12 @@ import pytest
 
 from slurm_hase.errors import SlurmParseError
 from slurm_hase.slurm.parse_sacct_text import parse_sacct_parsable
+from slurm_hase.slurm.parse_shares import parse_sacctmgr_shares
 from slurm_hase.slurm.parse_text import (
     expand_hostlist,
     parse_duration,
     parse_kv_line,
     parse_local_time,
-    parse_sacctmgr_shares,
     parse_scontrol_jobs,
     parse_scontrol_partitions,
     parse_version,
