@@ -221,10 +221,10 @@ def status_cmd(as_json: bool, cycles: int, config_path: str | None, state_db: st
 
     cfg = _config(config_path, state_db)
     store = existing_store(cfg)
-    newest = store.cycles(1)
+    recent = store.cycles(max(cycles, 1))  # newest first; the newest also when --cycles 0
     # "policy" is the config file's; the daemon runs the one it read at start or last reload
-    data = {"state_db": cfg.state_db, "policy": cfg.policy, "cycles": store.cycles(cycles),
-            "last_cycle_policy": newest[0]["policy"] if newest else None,
+    data = {"state_db": cfg.state_db, "policy": cfg.policy, "cycles": recent[:cycles],
+            "last_cycle_policy": recent[0]["policy"] if recent else None,
             "daemon_pid": holder(cfg.state_db),
             "owned_jobs": len(store.owned()), "model": model_info(store.latest_model()),
             "usage": (store.latest_usage() or {}).get("usage", {}),

@@ -27,7 +27,7 @@ def model_line(model: Mapping[str, Any] | None) -> str:
     return f"model: {model['path']} (sha256 {str(model['digest'])[:12]}, loaded {when})"
 
 
-def status_lines(data: Mapping[str, Any], now: float | None = None) -> list[str]:
+def status_lines(data: Mapping[str, Any]) -> list[str]:
     """The status text of `data` (status --json's object), its cycles last."""
     policy, ran = data["policy"], data["last_cycle_policy"]
     lines = [f"state store: {data['state_db']}   policy (config): {policy}"]
@@ -40,7 +40,7 @@ def status_lines(data: Mapping[str, Any], now: float | None = None) -> list[str]
                  else f"daemon: running (pid {pid})" if pid else "daemon: running")
     seen = data["last_observed"]
     if seen is not None:
-        ago = max((time.time() if now is None else now) - seen, 0.0)
+        ago = max(time.time() - seen, 0.0)
         lines.append(f"last observed Slurm: {ago:.0f} s ago (cycles that found nothing changed "
                      "decide nothing and are not listed below; see refresh_s)")
     lines.append(f"jobs carrying our Nice/Features: {data['owned_jobs']}")

@@ -217,8 +217,7 @@ class FairPolicy:
 
     @property
     def summary(self) -> str:
-        return ("spatiotemporal fairness: nice by account deficit, fast GPUs to "
-                "biggest gainers")
+        return "spatiotemporal fairness: nice by account deficit, fast GPUs to biggest gainers"
 
     def __post_init__(self) -> None:
         # set here too: a class compiled with mypyc (bench/README.md) leaves init=False fields unset

@@ -71,8 +71,7 @@ class GavelPolicy:
 
     @property
     def summary(self) -> str:
-        return ("Gavel heterogeneity-aware max-min fairness over effective "
-                "throughput")
+        return "Gavel heterogeneity-aware max-min fairness over effective throughput"
 
     def __post_init__(self) -> None:
         self.tolerance = check_knob("tolerance", self.tolerance, 0.0, 1.0)

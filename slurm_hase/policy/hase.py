@@ -125,8 +125,7 @@ class HasePolicy:
 
     @property
     def summary(self) -> str:
-        return ("hardware-aware: constrain each job to the GPU type that finishes "
-                "it first")
+        return "hardware-aware: constrain each job to the GPU type that finishes it first"
 
     def __post_init__(self) -> None:
         self.beta = check_knob("beta", self.beta, 0.0, 100.0)
