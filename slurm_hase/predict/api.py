@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from slurm_hase.errors import PredictorError
 from slurm_hase.predict import bound
 from slurm_hase.predict import features as F
 from slurm_hase.predict.catalog import GpuSpec, resolve_gpu
@@ -25,20 +24,19 @@ from slurm_hase.predict.completion import (
 )
 from slurm_hase.predict.descriptor import WorkloadDescriptor
 from slurm_hase.predict.features import matrix_of
+from slurm_hase.predict.fieldcheck import check_fields
 from slurm_hase.predict.forest import (
     Tree,
     parse_lgb_text,
     predict_np,
     predict_one,
 )
-from slurm_hase.predict.keys import LEVELS, knowledge_level, model_key
+from slurm_hase.predict.keys import knowledge_level, model_key
 from slurm_hase.predict.pairs import PairMemory, query_shift
 
 if TYPE_CHECKING:
     import numpy as np
 
-# "p50_unseen": a strongly regularised P50 used for models absent from the training data (optional).
-BOOSTERS: tuple[str, ...] = ("p50", "p90", "p50_unseen")  # a model measured on fewer GPU types than this is "pair-few" on a new one
 
 
 def regime(desc: WorkloadDescriptor) -> str:
@@ -90,28 +88,11 @@ class Predictor:
     compute_weight: float = field(default=1.0, init=False)  # the roofline of the targets (features.base_of)
 
     def __post_init__(self) -> None:
-        for q in ("p50", "p90"):
-            if q not in self.boosters:
-                raise PredictorError(f"model file: missing the {q} booster")
-        unknown = set(self.boosters) - set(BOOSTERS)
-        if unknown:
-            raise PredictorError(f"model file: unknown booster(s) {', '.join(sorted(unknown))}")
+        self.compute_weight, self.floor_scales = check_fields(
+            self.boosters, self.factors, self.meta, self.floor_scales)
         for q in self.boosters:
             if q not in self._trees:
                 self._trees[q] = parse_lgb_text(self.boosters[q])
-        for lv, f in self.factors.items():
-            if lv not in LEVELS or not (isinstance(f, (int, float)) and math.isfinite(f) and 0.0 < f <= 10.0):
-                raise PredictorError(f"model file: bad calibration factor {lv}={f!r}")
-        weight = self.meta.get("compute_weight", 1.0)  # files without it: the compute roofline
-        if not (isinstance(weight, (int, float)) and not isinstance(weight, bool)
-                and math.isfinite(weight) and 0.0 <= weight <= 1.0):
-            raise PredictorError(f"model file: bad compute_weight {weight!r} (a number in [0, 1])")
-        self.compute_weight = float(weight)
-        if self.floor_scales is not None:
-            try:
-                self.floor_scales = bound.check_scales(self.floor_scales)
-            except ValueError as exc:
-                raise PredictorError(f"model file: {exc}") from None
         self._known_gpus = frozenset(g for gs in self.known.values() for g in gs)
         self._cf_models = frozenset(k.partition("|")[0] for c in (self.completion, self.completion_multi)
                                     if c is not None for k in c.rows)

@@ -16,14 +16,10 @@ import numpy as np
 
 from slurm_hase.daemon.state import RuntimeEstimator
 from slurm_hase.errors import ConfigError, DataError, HaseError, name_some
+from slurm_hase.sim.admission import feature_map, refusal, types_allowed
 from slurm_hase.sim.cluster import ClusterSpec
 from slurm_hase.sim.engine import SimConfig, SimResult, simulate
 from slurm_hase.sim.metrics import compute, job_rows
-from slurm_hase.sim.simcluster import (
-    feature_map,
-    refusal,
-    types_allowed,
-)
 from slurm_hase.sim.throughput import ThroughputTable, load_throughputs
 from slurm_hase.sim.traces import (
     LIMIT_TEXT,

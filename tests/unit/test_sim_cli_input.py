@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from slurm_hase.cli.main import main
 from slurm_hase.cli.sim_cmd import simulate
 from slurm_hase.errors import ConfigError
+from slurm_hase.sim.admission import REFUSED_SIZE, REFUSED_SPEED, REFUSED_TYPES
 from slurm_hase.sim.cluster import uniform_cluster
 from slurm_hase.sim.report import refusals, throughput_table
-from slurm_hase.sim.simcluster import REFUSED_SIZE, REFUSED_SPEED, REFUSED_TYPES
 from slurm_hase.sim.throughput import ThroughputTable
 from slurm_hase.sim.traces import TraceJob
 from tests.unit.test_sim_cli import _data_dir
