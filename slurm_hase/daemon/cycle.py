@@ -153,8 +153,10 @@ class CycleResult:
     # (22.05 shows a requeued job as COMPLETING until its epilog ends). The list as observed:
     # the daemon's loop takes their ids, the simulator never needs them
     observed: Sequence[Job] = ()
-    # pending jobs outside the managed partitions that still carry what the daemon set: their
-    # put-back (_left_partitions) did not land this cycle; the caller keeps them as its own
+    # jobs outside the managed partitions that still carry what the daemon set, which the
+    # caller keeps as its own: pending ones whose put-back (_left_partitions) did not land this
+    # cycle, and the others (running, say: a requeue puts them back in the queue, and the
+    # put-back waits for that)
     left_ids: frozenset[str] = frozenset()
     unavailable: bool = False  # slurmctld went away while acting: the caller should back off
     requeued: list[str] = field(default_factory=list)  # running jobs requeued (rotation)
@@ -191,18 +193,15 @@ class CycleResult:
 
 
 def observe(backend: SlurmBackend, config: CycleConfig) -> tuple[list[Job], list[Node], list[Job]]:
-    """Jobs in managed partitions, the nodes of those partitions, and the pending jobs outside
-    them (a job moved out, or partitions the config no longer names)."""
+    """Jobs in managed partitions, the nodes of those partitions, and the jobs outside them
+    (a job moved out, or partitions the config no longer names)."""
     outside: list[Job] = []
     if config.partitions is None:
         jobs = list(backend.jobs())
     else:
         jobs = []
         for job in backend.jobs():
-            if job_in_partitions(job, config.partitions):
-                jobs.append(job)
-            elif job.state is JobState.PENDING:
-                outside.append(job)
+            (jobs if job_in_partitions(job, config.partitions) else outside).append(job)
     nodes = backend.nodes()
     if config.partitions is not None:
         wanted = set(config.partitions)
@@ -210,18 +209,25 @@ def observe(backend: SlurmBackend, config: CycleConfig) -> tuple[list[Job], list
     return jobs, nodes, outside
 
 
+def _put_back_due(outside: Sequence[Job], owned: Mapping[str, OwnedAttrs] | None) -> bool:
+    """Whether a pending job outside the managed partitions carries what the daemon set (a
+    quiet cycle would leave it there until the next deciding one)."""
+    return bool(owned) and any(j.state is JobState.PENDING and j.job_id in owned
+                               for j in outside)
+
+
 def _left_partitions(outside: Sequence[Job], owned: Mapping[str, OwnedAttrs] | None
                      ) -> tuple[list[tuple[str, JobUpdate]], list[Decision]]:
     """Put back what the daemon set (as `hase schedd reset` does) on pending jobs outside the
     managed partitions: their Nice would still order them, and their Features constrain them,
-    where the daemon no longer looks."""
+    where the daemon no longer looks. Other jobs outside them wait until they pend again."""
     updates: list[tuple[str, JobUpdate]] = []
     reasons: list[Decision] = []
     if not owned:
         return updates, reasons
     for job in outside:
         mine = owned.get(job.job_id)
-        if mine is None:
+        if mine is None or job.state is not JobState.PENDING:
             continue
         update = reset_update(job, mine)
         if not update.is_empty():
@@ -278,7 +284,8 @@ def run_cycle(
     # (a clock stepped back since the last deciding cycle decides at once: quiet cycles are
     # bounded by refresh_s of the clock's own time, never by how far it went back)
     if (watch is not None and 0.0 <= started - watch.decided_at < config.refresh_s
-            and nodes == watch.nodes and _same_job_set(watch.jobs, jobs)):
+            and nodes == watch.nodes and _same_job_set(watch.jobs, jobs)
+            and not _put_back_due(outside, owned)):
         # the same jobs run as when the watch was set: the ledger counts their service as a
         # deciding cycle would (a job that ends before the next observation keeps its share)
         ledger.observe(watch.running, started)
@@ -324,9 +331,10 @@ def run_cycle(
         _apply(backend, planned, result, owned, config, intend)
         if requeues and not result.unavailable:
             apply_requeues(backend, requeues, result, owned, intend)
-    if put_back:
+    if owned and outside:
         landed = {job_id for job_id, _ in result.applied}
-        result.left_ids = frozenset(j for j, _ in put_back if j not in landed)
+        result.left_ids = frozenset(j.job_id for j in outside
+                                    if j.job_id in owned and j.job_id not in landed)
     if watch is not None:
         # a cycle that could not do all it planned is not a baseline: the next one decides
         done = not (result.unavailable or result.errors)

@@ -184,34 +184,6 @@ def test_fair_orders_accounts_by_usage_and_reset_undoes_it(
     assert all(rows[j][2] == "0" and rows[j][1] == "" for j in owned)
 
 
-def test_job_moved_out_of_the_managed_partition_gets_its_attributes_back(
-        slurm_backend: CommandBackend, slurm_runner: SubprocessRunner,
-        submitted: list[str]) -> None:
-    """fair sets Nice and a type constraint on two gpu-partition jobs; one is then moved to
-    debug with scontrol. The next cycle puts back what it set there (Nice 0, no Features), as
-    reset would, and leaves the other job's alone."""
-    jobs = [submit(slurm_backend, submitted, f"hase-m{i}", "--gpus=1", "-A", "teama")
-            for i in range(2)]
-    cfg = replace(CFG, nice_scale=1100, nice_zero=NICE_MAX)
-    owned: dict[str, OwnedAttrs] = {}
-    fair = make_policy("fair")
-    res = run_cycle(slurm_backend, fair, Table(), WallClock(), UsageLedger(3600.0), {}, cfg,
-                    owned=owned)
-    assert res.errors == [] and set(jobs) <= set(owned)
-    before = squeue(slurm_runner, jobs)
-    assert all(before[j][1] and before[j][2] != "0" for j in jobs), before
-    slurm_runner.run(["scontrol", "update", f"jobid={jobs[0]}", "Partition=debug"]).check()
-    res = run_cycle(slurm_backend, fair, Table(), WallClock(), UsageLedger(3600.0), {}, cfg,
-                    owned=owned)
-    assert res.errors == [] and jobs[0] in {j for j, _ in res.applied}
-    assert jobs[0] not in res.left_ids and jobs[0] not in res.pending_ids
-    reason = {d.job_id: d.reason for d in res.decisions}[jobs[0]]
-    assert reason.startswith("left the managed partitions (now in debug)")
-    after = squeue(slurm_runner, jobs)
-    assert after[jobs[0]][1:3] == ["", "0"], after  # Features, Nice
-    assert after[jobs[1]][1] == before[jobs[1]][1] and after[jobs[1]][2] != "0"
-
-
 def short_backoff_daemon(backend: CommandBackend, store: StateStore,
                          shares: dict[str, float] | None = None) -> Daemon:
     """The hase policy on the fixed runtime table, backing off 1 s, 2 s, 4 s; shares None: ask

@@ -208,6 +208,35 @@ def test_job_that_left_the_managed_partitions_gets_its_attributes_back(tmp_path:
     assert row["outcome"] == "applied" and "left the managed partitions (now in debug)" in row["reason"]
 
 
+def test_running_job_outside_the_managed_partitions_stays_owned_until_it_pends_again(
+        tmp_path: Path) -> None:
+    """Job 2 got our Nice and Features while it waited in partition gpu, then started there;
+    a config reload dropped gpu from `partitions`. While it runs outside them the daemon keeps
+    owning what it set (before: forgotten at once), so when Slurm requeues it into the
+    unmanaged partition the daemon puts them back (before: they stayed on it for good)."""
+    running = Job(job_id="2", name="j", user="u", account="a", partition="debug",
+                  state=JobState.RUNNING, gpu=GpuRequest(1, None, "job"), nice=40,
+                  features="a100", start_time=0, alloc_gpus={"a100": 1}, nodes="a1")
+    fb = FakeBackend([pjob("1"), running], [gpu_node("a1", "a100")])
+    store = StateStore(tmp_path / "s.db")
+    store.save_owned({"2": (40, "a100")})
+    settings = LoopSettings(interval_s=30, backoff_s=2, backoff_max_s=10, half_life_s=60)
+    d = Daemon(fb, NiceEverything(), Est(), Clock(), store, CycleConfig(partitions=("gpu",)),
+               settings, shares={"a": 1.0})
+    d.step()
+    assert "2" in d.owned and "2" in store.owned()
+    assert "2" not in [j for j, _ in fb.updates]  # running: nothing to put back yet
+    fb.job_list[1] = Job(job_id="2", name="j", user="u", account="a", partition="debug",
+                          state=JobState.PENDING, gpu=GpuRequest(1, None, "job"), nice=40,
+                          features="a100", restarts=1)
+    d.step()
+    assert fb.updates[-1] == ("2", JobUpdate(nice=0, features=""))
+    assert "2" not in d.owned and "2" not in store.owned()
+    fb.job_list.pop(1)  # and a job that is gone from squeue is forgotten as before
+    d.step()
+    assert "2" not in d.owned
+
+
 def test_run_loop_sleeps_and_stops(tmp_path: Path) -> None:
     fb = FakeBackend([pjob("1")], [gpu_node("a1", "a100")])
     d, store = make(tmp_path, fb, refresh_s=0.0)  # every cycle decides and is recorded
