@@ -212,8 +212,9 @@ def observe(backend: SlurmBackend, config: CycleConfig) -> tuple[list[Job], list
 def _put_back_due(outside: Sequence[Job], owned: Mapping[str, OwnedAttrs] | None) -> bool:
     """Whether a pending job outside the managed partitions carries what the daemon set (a
     quiet cycle would leave it there until the next deciding one)."""
-    return bool(owned) and any(j.state is JobState.PENDING and j.job_id in owned
-                               for j in outside)
+    if not owned:
+        return False
+    return any(j.state is JobState.PENDING and j.job_id in owned for j in outside)
 
 
 def _left_partitions(outside: Sequence[Job], owned: Mapping[str, OwnedAttrs] | None
