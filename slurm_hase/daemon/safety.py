@@ -3,8 +3,9 @@
 plan_updates turns Decisions into JobUpdates and refuses everything unsafe:
 - only pending, not held jobs that were observed (so only managed partitions);
 - never a Features constraint no usable node of the job's partitions can satisfy;
-- never a Features change on a job that asked for a GPU type (typed GRES) or carries a
-  constraint we did not set (hsbatch's own, recorded in the description, counts as ours);
+- never a Features change on a job that asked for a GPU type (typed GRES), prefers features
+  (--prefer: Slurm would put them before ours) or carries a constraint we did not set
+  (hsbatch's own, recorded in the description, counts as ours);
   never a Nice change over a Nice the user set;
 - nothing when nothing changes (Features compared as sets, Nice within a dead band).
 """
@@ -282,6 +283,12 @@ def _plan_features(dec: Decision, job: Job, rec: OwnedAttrs | None, owned_known:
         return None
     if job.gpu.typed:
         notes.append((job.job_id, f"user asked for {job.gpu.gpu_type}; type left alone"))
+        return None
+    if job.prefer:
+        # Slurm tries the preference first and, where it can be met, runs the job there in
+        # place of any constraint: a type the daemon set would not hold (seen on 22.05)
+        notes.append((job.job_id, f"user prefers {job.prefer!r} (--prefer), which Slurm puts "
+                                  "before any constraint; constraint left alone"))
         return None
     if cap is None:
         notes.append((job.job_id, "no node view; constraint not changed"))

@@ -33,7 +33,8 @@ class Request(NamedTuple):
 
     gpu_untyped: bool = False  # asks for GPUs (or MPS) without a type
     gpu_typed: bool = False  # names a GPU type somewhere
-    constrained: bool = False  # constraint, node list, node file or excluded nodes given
+    # constraint, preferred features, node list, node file or excluded nodes given
+    constrained: bool = False
     multi_cluster: bool = False
     comment: str | None = None
     partitions: tuple[str, ...] = ()  # () = the default partition
@@ -82,9 +83,12 @@ def build_request(
         u, t = (classify_gres if name == "gres" else classify_gpus)(value)
         untyped, typed = untyped or u, typed or t
     # a constraint given empty (--constraint=) is the user's too: no constraint, which a
-    # constraint of hsbatch's put before it would not survive (sbatch takes the last one)
+    # constraint of hsbatch's put before it would not survive (sbatch takes the last one).
+    # --prefer too: Slurm runs the job on preferred nodes, where it can, in place of any
+    # constraint (sbatch 22.05 and 24.11 read no SBATCH_PREFER)
     constrained = effective("constraint", cli, env, script) is not None or any(
-        effective(n, cli, env, script) not in (None, "") for n in ("nodelist", "nodefile", "exclude")
+        effective(n, cli, env, script) not in (None, "")
+        for n in ("nodelist", "nodefile", "exclude", "prefer")
     )
     partition = effective("partition", cli, env, script) or ""
     return Request(

@@ -168,6 +168,7 @@ def _job(rec: dict[str, Any]) -> Job:
         priority=priority,
         nice=signed_nice(rec.get("nice")),
         features=text(rec.get("features")),
+        prefer=text(rec.get("prefer")),
         tres_per_job=tpj,
         tres_per_node=tpn,
         gpu=gpu_request(tpj, tpn),

@@ -186,6 +186,7 @@ def _job(rec: dict[str, str]) -> Job:
         priority=priority,
         nice=_int(rec["Nice"], what),
         features=_val(rec, "Features"),
+        prefer=_val(rec, "Prefer"),
         tres_per_job=tpj,
         tres_per_node=tpn,
         gpu=gpu_request(tpj, tpn),

@@ -83,6 +83,9 @@ class Job:
     priority: int = 0
     nice: int = 0
     features: str = ""
+    # --prefer: features Slurm tries first; where they can be met it runs the job there in
+    # place of `features` (22.05 then shows Features=the preference, Prefer empty)
+    prefer: str = ""
     tres_per_job: str = ""
     tres_per_node: str = ""
     gpu: GpuRequest | None = None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from slurm_hase.daemon.fake import gpu_node
 from slurm_hase.daemon.safety import OwnedAttrs, feature_set, plan_updates
 from slurm_hase.policy.types import Decision
@@ -54,6 +56,15 @@ def test_typed_job_keeps_its_type_but_may_get_nice() -> None:
     out, notes = plan([Decision("1", nice=5, gpu_types=("v100",))], [job(typed="a100")])
     assert out == [("1", JobUpdate(nice=5))]
     assert "user asked for a100" in notes[0][1]
+
+
+def test_job_with_preferred_features_keeps_its_constraint_but_may_get_nice() -> None:
+    """Slurm tries --prefer first and runs the job there in place of any constraint it can:
+    the daemon sets no type on such a job (it would not hold), only its Nice."""
+    preferring = replace(job(), prefer="t4")
+    out, notes = plan([Decision("1", nice=5, gpu_types=("a100",))], [preferring], owned={})
+    assert out == [("1", JobUpdate(nice=5))]
+    assert "user prefers 't4' (--prefer)" in notes[0][1]
 
 
 def test_user_constraint_left_alone_with_and_without_store() -> None:

@@ -120,6 +120,22 @@ def test_user_constraint_is_kept(tmp_path: Path, where: str) -> None:
     assert [a for a in r.calls[0][0] if a.startswith("--constraint")] == []
 
 
+@pytest.mark.parametrize("where", ["cli", "script", "env"])
+def test_preferred_features_get_no_constraint(tmp_path: Path, where: str) -> None:
+    """--prefer: Slurm runs the job on preferred nodes where it can, in place of any constraint
+    (seen on 22.05), so hsbatch adds none. sbatch reads no SBATCH_PREFER: in the environment
+    it is no preference, and the constraint is added as usual."""
+    body = "#SBATCH -G 1 -t 10\n#HASE model=resnet50 iterations=2000\n"
+    if where == "script":
+        body = "#SBATCH --prefer=t4\n" + body
+    s = script(tmp_path, body)
+    argv = ["--prefer", "t4", s] if where == "cli" else [s]
+    r = hsbatch(argv, env={"SBATCH_PREFER": "t4"} if where == "env" else {})
+    added = [a for a in r.calls[0][0] if a.startswith("--constraint")]
+    assert bool(added) == (where == "env")
+    assert r.calls[0][0][1].startswith("--comment=")  # the description is attached as ever
+
+
 @pytest.mark.parametrize("how", [["--comment", "mine"], []])
 def test_user_comment_is_not_clobbered(tmp_path: Path, how: list[str]) -> None:
     s = script(tmp_path, ("" if how else "#SBATCH --comment=mine\n") + "#HASE model=resnet50\n")
