@@ -74,11 +74,11 @@ class UnknownGpuError(PredictorError):
 
     exit_code = 2
 
-    def __init__(self, name: str, close: list[str]) -> None:
+    def __init__(self, name: str, close: list[str], why: str = "") -> None:
         self.name = name
         self.close = close
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        super().__init__(f"unknown GPU type {name!r}{hint}")
+        super().__init__(f"unknown GPU type {name!r}{f' ({why})' if why else ''}{hint}")
 
 
 class DataError(HaseError):

@@ -114,6 +114,10 @@ def resolve_gpu(name: str) -> GpuSpec:
     """The catalog entry for any common spelling; UnknownGpuError lists close matches."""
     if not isinstance(name, str) or not name.strip() or len(name) > 200:
         raise UnknownGpuError(str(name)[:200], [])
+    from slurm_hase.predict.mig import is_mig_name, mig_spec  # lazy: mig imports this module
+
+    if is_mig_name(name):
+        return mig_spec(name.strip().lower())
     norm = normalize(name)
     key = _alias_index().get(norm)
     if key is None and norm.endswith("gb"):

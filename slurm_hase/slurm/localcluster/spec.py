@@ -7,6 +7,7 @@ An unknown key is refused (a typo never passes silently); ``[billing]`` is the s
 from __future__ import annotations
 
 import difflib
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +21,9 @@ from slurm_hase.slurm import hostlist
 # Keys of each table (the simulator's cluster files read the same ones, plus a node group's
 # `count`); `billing` (top level) is read by the simulator only.
 TOP_KEYS = ("name", "port_base", "slurmd_port_base", "nodes", "partitions", "accounts", "billing")
+# a GPU type as Slurm's GRES type: a plain name, or a MIG instance's (predict/mig.py)
+_GPU_TYPE = re.compile(r"[a-z][a-z0-9_]*(?:_\d+g\.\d+gb)?")
+_FEATURE = re.compile(r"[A-Za-z0-9_.]+")
 NODE_KEYS = ("name", "gpu_type", "gpus", "cpus", "memory_mb", "features", "mps")
 PARTITION_KEYS = ("name", "nodes", "default")
 ACCOUNT_KEYS = ("name", "shares", "users")
@@ -136,11 +140,13 @@ def _node_group(raw: object, where: str) -> NodeGroup:
     if not names:
         raise ConfigError(f"{where}.name: names no node")
     gpu_type = _field(raw, "gpu_type", str, where)
-    if not gpu_type.isidentifier() or gpu_type != gpu_type.lower():
-        raise ConfigError(f"{where}.gpu_type: use a lower-case name like 'a100', got {gpu_type!r}")
+    if _GPU_TYPE.fullmatch(gpu_type) is None:
+        raise ConfigError(f"{where}.gpu_type: use a lower-case name like 'a100' (or a MIG "
+                          f"instance's, 'a100_1g.5gb'), got {gpu_type!r}")
     features = _field(raw, "features", list, where, [gpu_type])
-    if not all(isinstance(f, str) and f.replace("_", "").isalnum() for f in features):
-        raise ConfigError(f"{where}.features: expected a list of alphanumeric names")
+    if not all(isinstance(f, str) and _FEATURE.fullmatch(f) for f in features):
+        raise ConfigError(f"{where}.features: expected a list of names of letters, digits, "
+                          "'_' and '.'")
     return NodeGroup(
         names=names,
         gpu_type=gpu_type,
