@@ -339,9 +339,12 @@ def _print_seeds(policies: tuple[str, ...], runs: dict[int, dict[str, dict[str, 
 def _run_with_progress(task: RunTask) -> RunDone:
     """One run in this process, with a progress bar on a terminal, else a line every ~10 s."""
     from slurm_hase.sim.batch import run_task
+    from slurm_hase.sim.metrics import capacity
     from slurm_hase.sim.report import ProgressLines
 
-    click.echo(f"simulating {len(task.jobs)} jobs on {task.spec.total_gpus} GPUs "
+    whole = capacity(task.spec.gpus_by_type)
+    parts = "" if whole == task.spec.total_gpus else f" ({whole:g} GPUs, MIG instances as parts)"
+    click.echo(f"simulating {len(task.jobs)} jobs on {task.spec.total_gpus} GPUs{parts} "
                f"{task.spec.gpus_by_type} with {task.config.policy}", err=True)
     if getattr(sys.stderr, "isatty", lambda: False)():
         with click.progressbar(length=len(task.jobs), label=f"{task.config.policy}: jobs "

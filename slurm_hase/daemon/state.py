@@ -28,6 +28,7 @@ from slurm_hase.daemon.records import (
 from slurm_hase.daemon.safety import Capacity, lower_features
 from slurm_hase.policy.common import stale_entries_due
 from slurm_hase.policy.types import ClusterState, GpuPool, PendingJob, RunningJob
+from slurm_hase.predict.mig import gpu_share
 from slurm_hase.slurm.types import Job, JobState, Node
 
 if TYPE_CHECKING:
@@ -182,7 +183,8 @@ def _summarize(nodes: Sequence[Node], cache: StateCache | None = None) -> Summar
     pools = {}
     for gtype, (total, free, n_nodes, per_node, _, _) in sorted(acc.items()):
         # the units of one GPU on the nodes with an MPS count (the others have none to split)
-        pools[gtype] = GpuPool(gtype, total, free, n_nodes, per_node, mps_units.get(gtype, 100))
+        pools[gtype] = GpuPool(gtype, total, free, n_nodes, per_node, mps_units.get(gtype, 100),
+                               gpu_share(gtype))
     held_by: dict[str, set[str]] = {}
     for node_partitions, gtypes in by_parts.items():
         for name in node_partitions:

@@ -23,13 +23,21 @@ Levels = tuple[dict[str, float], dict[str, float]]  # (service now S_a, entitlem
 
 
 def entitlements(state: ClusterState, pending: Sequence[PendingJob]) -> dict[str, float]:
-    """Weighted max-min GPUs per active account, capped by demand (held + asked)."""
+    """Weighted max-min GPUs per active account, capped by demand (held + asked). A GPU of a
+    type that is part of a physical GPU (a MIG instance: GpuPool.gpu_share) counts as that
+    part, in the capacity and in what a running job holds; a pending job asks whole GPUs
+    (it may start on any type it can use)."""
     demand: dict[str, float] = defaultdict(float)
-    for r in state.running:
-        demand[r.account] += r.num_gpus * r.gpu_fraction
+    parts = {t: p.gpu_share for t, p in state.pools.items() if p.gpu_share != 1.0}
+    if parts:
+        for r in state.running:
+            demand[r.account] += r.num_gpus * r.gpu_fraction * parts.get(r.gpu_type, 1.0)
+    else:
+        for r in state.running:
+            demand[r.account] += r.num_gpus * r.gpu_fraction
     for p in pending:
         demand[p.account] += p.num_gpus * p.gpu_fraction
-    total = float(sum(p.total_gpus for p in state.pools.values()))
+    total = float(sum(p.total_gpus * p.gpu_share for p in state.pools.values()))
     return water_fill(total, state.shares, demand)
 
 

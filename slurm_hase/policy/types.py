@@ -21,6 +21,9 @@ class GpuPool:
     nodes: int = 1
     gpus_per_node: int = 4
     mps_capacity: int = 100  # MPS share units per GPU (Slurm's mps:N / GPUs)
+    # the part of a physical GPU one GPU of this type is: 1/7 for a MIG 1g instance of an A100
+    # (predict/mig.py); entitlements count capacity and held GPUs in these parts
+    gpu_share: float = 1.0
 
     @property
     def idle_gpus(self) -> int:

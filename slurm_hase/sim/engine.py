@@ -22,6 +22,7 @@ from slurm_hase.policy.common import NICE_MAX
 from slurm_hase.policy.registry import make_policy
 from slurm_hase.policy.types import is_passive
 from slurm_hase.policy.usage import UsageLedger
+from slurm_hase.predict.mig import gpu_share
 from slurm_hase.sim.cluster import ClusterSpec
 from slurm_hase.sim.sched import SlurmScheduler
 from slurm_hase.sim.simslurm import SimJob, SimSlurm
@@ -127,14 +128,17 @@ class SimResult:
     daemon_stages_s: dict[str, float] = field(default_factory=dict)
 
 
-def _sample(sim: SimSlurm, t: float, pending_demand: Mapping[str, float]) -> Sample:
+def _sample(sim: SimSlurm, t: float, pending_demand: Mapping[str, float],
+            parts: Mapping[str, float]) -> Sample:
+    """The state at `t`; `parts`: GPU types whose GPUs are part of a physical GPU (MIG
+    instances: predict/mig.py) -> that part, which a running job's demand counts."""
     acc: dict[str, list[float]] = {}
     for job in sim.running.values():
         best = min(job.runtime.values())
         rate = job.trace.num_gpus * job.trace.gpu_fraction
         entry = acc.setdefault(job.trace.account, [0.0, 0.0])
         entry[0] += rate * best / job.runtime[job.gpu_type]
-        entry[1] += rate
+        entry[1] += rate * parts.get(job.gpu_type, 1.0) if parts else rate
     for acct, demand in pending_demand.items():
         acc.setdefault(acct, [0.0, 0.0])[1] += demand
     return Sample(t, len(sim.pending), len(sim.running), dict(sim.busy_gpus),
@@ -185,6 +189,8 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
     shares = {a: float(s) for a, s in spec.shares.items()}
     for tj in trace:
         shares.setdefault(tj.account, 1.0)
+    # MIG instance types -> their part of a GPU (the samples' demand counts it; none: {})
+    parts = {t: f for t in spec.gpus_by_type if (f := gpu_share(t)) != 1.0}
     slurm_cfg = config.slurm
     if spec.billing and not slurm_cfg.billing:
         slurm_cfg = SlurmConfig(**{**slurm_cfg.__dict__, "billing": dict(spec.billing)})
@@ -231,7 +237,7 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
             # the state since the previous event holds at every grid point up to t: one sample
             # per point, so that averages over samples are averages over time (a quiet stretch
             # of hours counts as many samples as a busy one, not as one)
-            snap = _sample(sim, clock.t, sched.pending_demand())
+            snap = _sample(sim, clock.t, sched.pending_demand(), parts)
             step = config.sample_s
             points = math.floor((t - next_sample) / step) + 1 if step > 0 else 1
             samples.extend(replace(snap, t=next_sample + k * step) for k in range(points))
@@ -282,7 +288,7 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
             break  # nothing runs and nothing will arrive: the rest can never start
     if progress is not None:
         progress(len(sim.finished) - done_reported)
-    samples.append(_sample(sim, clock.t, sched.pending_demand()))
+    samples.append(_sample(sim, clock.t, sched.pending_demand(), parts))
     return SimResult(jobs=sim.by_idx, samples=samples, gpus_by_type=spec.gpus_by_type,
                      shares=shares, cycles=cycles, updates=updates,
                      wall_s=time.perf_counter() - wall0,

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from slurm_hase.policy.common import water_fill
+from slurm_hase.predict.mig import gpu_share
 from slurm_hase.sim.engine import Sample, SimResult
 from slurm_hase.sim.simcluster import SimJob
 
@@ -93,11 +94,17 @@ def jain_over_windows(samples: list[Sample], total_gpus: float, shares: Mapping[
     return float(np.mean(vals)) if vals else None
 
 
+def capacity(gpus_by_type: Mapping[str, int]) -> float:
+    """The cluster's GPUs, a MIG instance counted as its part of a GPU (predict/mig.py): the
+    capacity entitlements are shares of, as the policies count it (policy/levels.py)."""
+    return float(sum(n * gpu_share(t) for t, n in gpus_by_type.items()))
+
+
 def account_metrics(result: SimResult) -> dict[str, dict[str, float | None]]:
     """Per account: finished jobs, their average JCT and queue wait (s), GPU-hours held, and
     its mean level (normalised service / entitlement, the Jain index's term) over the contended
     samples where it had jobs (None: it never had jobs while the cluster was contended)."""
-    total = float(sum(result.gpus_by_type.values()))
+    total = capacity(result.gpus_by_type)
     sums: dict[str, list[float]] = {}  # account -> [jobs, JCT, wait, GPU-seconds]
     for j in result.jobs:
         if j.end < 0 or j.start < 0:
@@ -183,7 +190,7 @@ def compute(result: SimResult) -> dict[str, Any]:
     placed: dict[str, int] = {}
     for j in done:
         placed[j.gpu_type] = placed.get(j.gpu_type, 0) + 1
-    total = float(sum(result.gpus_by_type.values()))
+    total = capacity(result.gpus_by_type)
     return {
         "jobs": len(done),
         "unfinished": result.unfinished,
