@@ -117,6 +117,9 @@ class RecordBuilder:
         # all the pools' types, or the subset its partitions hold
         allowed: Collection[str] = self.pools if types is self.types else types
         runtimes = {t: float(r) for t, r in est.runtime_s.items() if t in allowed and r > 0}
+        if num > 1 and frac >= 1.0:  # a MIG instance runs no multi-GPU job (predict/mig.py)
+            runtimes = {t: r for t, r in runtimes.items() if t not in self.pools
+                        or self.pools[t].gpu_share == 1.0}
         if not runtimes:
             return tkey, None
         pj = PendingJob(

@@ -40,10 +40,13 @@ class TypeRow(NamedTuple):
     finishes: bool | None = None
     has_feature: bool = False
     fast: bool | None = None  # within the speed slack of the fastest type (None = unknown)
+    # a MIG instance type for a job on several GPUs: CUDA uses one instance per process
+    one_gpu_only: bool = False
 
     @property
     def candidate(self) -> bool:
-        return self.fits_memory is not False and self.finishes is not False and self.fast is not False
+        return (self.fits_memory is not False and self.finishes is not False
+                and self.fast is not False and not self.one_gpu_only)
 
 
 def min_memory_gb(desc: WorkloadDescriptor, params_m: float | None) -> float | None:
@@ -70,10 +73,13 @@ def judge_types(
     memory fit, predicted runtime, speed against the fastest usable type (``speed_slack`` > 0),
     and whether nodes carry the feature."""
     from slurm_hase.policy.common import fast_types
+    from slurm_hase.predict.mig import one_gpu_only
 
     need = min_memory_gb(desc, params_m)
+    single = {t for t in types if desc.num_gpus > 1 and one_gpu_only(t)}
     usable = {t: float(getattr((predictions or {}).get(t), "iter_time_p50", 0.0) or 0.0)
-              for t in types if need is None or (m := memory_of(t)) is None or need <= m}
+              for t in types if t not in single
+              and (need is None or (m := memory_of(t)) is None or need <= m)}
     fast = fast_types(usable, speed_slack) if speed_slack > 0 else None
     rows: list[TypeRow] = []
     for t, (gpus, has_feature) in types.items():
@@ -92,6 +98,7 @@ def judge_types(
             finishes=None if time_limit_s is None or r50 is None else r50 <= time_limit_s,
             has_feature=has_feature,
             fast=None if not fast or usable.get(t, 0.0) <= 0.0 else t in fast,
+            one_gpu_only=t in single,
         ))
     return rows
 

@@ -66,7 +66,8 @@ def explain_table(
     body = [
         (r.gpu_type, str(r.gpus), "-" if r.memory_gb is None else f"{r.memory_gb:g}",
          _secs(r.iter_p50_s), _secs(r.iter_p90_s), _secs(r.runtime_p50_s),
-         _secs(r.runtime_p90_s), _flag(r.fits_memory), _flag(r.finishes), _flag(r.fast),
+         _secs(r.runtime_p90_s), "no: MIG" if r.one_gpu_only else _flag(r.fits_memory),
+         _flag(r.finishes), _flag(r.fast),
          "*" if r.gpu_type in candidates else "")
         for r in rows
     ]

@@ -10,6 +10,10 @@ catalog entry of its GPU scaled to the instance, after NVIDIA's MIG User Guide (
 - memory: the size the profile names (``5gb``); bandwidth: the GPU's, times that size's share
   of the GPU's memory (a memory slice holds its share of the memory controllers: 1g.5gb is 1/8
   of an A100 40 GB's).
+
+A job runs on one instance: CUDA uses a single MIG instance per process (the first it is
+shown), and instances have no peer-to-peer path between them, so a job asking for several GPUs
+is never sent to instances (`one_gpu_only`).
 """
 
 from __future__ import annotations
@@ -89,3 +93,8 @@ def gpu_share(gpu_type: str) -> float:
     hit = PROFILE.match(spec.key)  # <GPU key>_<g>g.<memory>gb
     assert hit is not None
     return int(hit["g"]) / SLICES[hit["gpu"]]
+
+
+def one_gpu_only(gpu_type: str) -> bool:
+    """Whether a job on GPUs of `gpu_type` can use one of them only (a MIG instance type)."""
+    return gpu_share(gpu_type) != 1.0

@@ -21,6 +21,7 @@ from typing import Protocol
 
 from slurm_hase.predict.api import Prediction
 from slurm_hase.predict.descriptor import WorkloadDescriptor
+from slurm_hase.predict.mig import one_gpu_only
 from slurm_hase.sim.throughput import REFERENCE_TYPE, ThroughputTable
 from slurm_hase.sim.workloads import job_type_descriptor
 
@@ -45,9 +46,10 @@ def predicted_table(table: ThroughputTable, gpu_types: Sequence[str],
     colocated = dict(table.colocated)
     for gpu_type in new:
         speeds: dict[tuple[str, int], float] = {}
+        one_only = one_gpu_only(gpu_type)
         for (job_type, sf), tput in ref.items():
-            if tput <= 0:
-                continue
+            if tput <= 0 or (sf > 1 and one_only):
+                continue  # a MIG instance runs no multi-GPU job (predict/mig.py)
             pred = predictor.predict(job_type_descriptor(job_type, sf), [REFERENCE_TYPE, gpu_type])
             speeds[(job_type, sf)] = tput * pred[REFERENCE_TYPE].iter_time_p50 / pred[
                 gpu_type].iter_time_p50
