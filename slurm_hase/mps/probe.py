@@ -33,6 +33,8 @@ class GpuInfo:
     compute_mode: str  # default | exclusive_process | prohibited | exclusive_thread
     minor_number: int  # N in /dev/nvidiaN
     type_key: str
+    # type keys of its MIG instances when MIG mode is on (a100_1g.5gb: predict/mig.py); () = off
+    mig_instances: tuple[str, ...] = ()
 
     @property
     def mps_capable(self) -> bool:
@@ -40,7 +42,8 @@ class GpuInfo:
         if self.compute_capability == UNKNOWN_CC:
             return False
         major, minor = (int(p) for p in self.compute_capability.split("."))
-        return (major, minor) >= MPS_MIN_CC and self.compute_mode in ("default", "exclusive_process")
+        return ((major, minor) >= MPS_MIN_CC and not self.mig_instances
+                and self.compute_mode in ("default", "exclusive_process"))
 
     @property
     def mps_shareable(self) -> bool:
@@ -51,6 +54,9 @@ class GpuInfo:
     @property
     def mps_note(self) -> str:
         """Why an otherwise usable GPU cannot be shared through MPS; "" when nothing to say."""
+        if self.mig_instances:
+            return (f"GPU {self.index}: MIG mode ({len(self.mig_instances)} instance(s)): "
+                    "not shared through slurm-hase's MPS")
         if self.compute_capability == UNKNOWN_CC:
             return (f"GPU {self.index}: compute capability unknown (this pynvml has no "
                     "nvmlDeviceGetCudaComputeCapability; pip install -U nvidia-ml-py): "
@@ -165,6 +171,7 @@ def probe(nvml: Any | None = None, resolve: TypeResolver | None = None) -> Probe
                 compute_mode=COMPUTE_MODES.get(mode, f"unknown({mode})"),
                 minor_number=int(nvml.nvmlDeviceGetMinorNumber(handle)),
                 type_key=resolve(name),
+                mig_instances=tuple(resolve(n) for n in _mig_names(nvml, handle, error)),
             ))
     except (error, OSError) as exc:
         raise GpuProbeError(f"NVML query failed: {exc}") from None
@@ -176,6 +183,29 @@ def probe(nvml: Any | None = None, resolve: TypeResolver | None = None) -> Probe
     if not gpus:
         raise GpuProbeError(f"NVIDIA driver {driver} is loaded but reports no GPUs")
     return ProbeResult(driver_version=driver, gpus=tuple(gpus))
+
+
+def _mig_names(nvml: Any, handle: Any, error: type[BaseException]) -> list[str]:
+    """NVML's names of the GPU's MIG instances ("NVIDIA A100-SXM4-40GB MIG 1g.5gb") when MIG
+    mode is on; [] when it is off, the GPU has no MIG (NVML says not supported) or this pynvml
+    predates MIG."""
+    get_mode = getattr(nvml, "nvmlDeviceGetMigMode", None)
+    if get_mode is None:
+        return []
+    try:
+        current = get_mode(handle)[0]
+    except error:
+        return []
+    if current != getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1):
+        return []
+    names = []
+    for slot in range(int(nvml.nvmlDeviceGetMaxMigDeviceCount(handle))):
+        try:
+            instance = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+        except error:  # no instance in this slot
+            continue
+        names.append(_text(nvml.nvmlDeviceGetName(instance)))
+    return names
 
 
 def _ranges(numbers: Sequence[int]) -> str:
@@ -198,7 +228,24 @@ def _files(gpus: Sequence[GpuInfo]) -> str:
 
 def gres_lines(gpus: Sequence[GpuInfo], node: str, mps: bool = True) -> list[str]:
     """Suggested gres.conf lines (one per GPU type, MPS 100 per shareable GPU, a comment for each
-    GPU left out of MPS for a reason worth fixing) and the slurm.conf Gres."""
+    GPU left out of MPS for a reason worth fixing) and the slurm.conf Gres. A node with a GPU in
+    MIG mode gets AutoDetect=nvml instead: Slurm finds MIG instances (and the node's other GPUs)
+    itself and names their types; `slurmd -G` shows them, for slurm.conf."""
+    mig = [g for g in gpus if g.mig_instances]
+    if mig:
+        counts: dict[str, int] = {}
+        for gpu in mig:
+            for key in gpu.mig_instances:
+                counts[key] = counts.get(key, 0) + 1
+        listed = ", ".join(f"{key} x{n}" for key, n in sorted(counts.items()))
+        whole = sorted({g.type_key for g in gpus if not g.mig_instances})
+        return [f"NodeName={node} AutoDetect=nvml",
+                f"# MIG mode on GPU {_ranges([g.index for g in mig])}: {listed}"
+                + (f"; whole GPUs: {', '.join(whole)}" if whole else ""),
+                f"# slurm.conf: NodeName={node} Gres=<the gpu types `slurmd -G` lists> "
+                "Features=<the same type names> (slurm-hase reads MIG types as AutoDetect names "
+                "them, nvidia_a100-sxm4-40gb_1g.5gb, and as sites do, a100_1g.5gb); no Name=mps "
+                "lines: MPS is not shared across MIG instances here"]
     by_type: dict[str, list[GpuInfo]] = {}
     for gpu in gpus:
         by_type.setdefault(gpu.type_key, []).append(gpu)
