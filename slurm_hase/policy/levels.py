@@ -25,19 +25,23 @@ Levels = tuple[dict[str, float], dict[str, float]]  # (service now S_a, entitlem
 def entitlements(state: ClusterState, pending: Sequence[PendingJob]) -> dict[str, float]:
     """Weighted max-min GPUs per active account, capped by demand (held + asked). A GPU of a
     type that is part of a physical GPU (a MIG instance: GpuPool.gpu_share) counts as that
-    part, in the capacity and in what a running job holds; a pending job asks whole GPUs
-    (it may start on any type it can use)."""
+    part, in the capacity, in what a running job holds and in what a pending job asks where
+    it may only use such types (the largest part among them); else it asks whole GPUs."""
     demand: dict[str, float] = defaultdict(float)
     parts = {t: p.gpu_share for t, p in state.pools.items() if p.gpu_share != 1.0}
     if parts:
         for r in state.running:
             demand[r.account] += r.num_gpus * r.gpu_fraction * parts.get(r.gpu_type, 1.0)
-    else:
-        for r in state.running:
-            demand[r.account] += r.num_gpus * r.gpu_fraction
+        for p in pending:
+            part = max((parts.get(t, 1.0) for t in p.runtime_s), default=1.0)
+            demand[p.account] += p.num_gpus * p.gpu_fraction * part
+        total = float(sum(pool.total_gpus * pool.gpu_share for pool in state.pools.values()))
+        return water_fill(total, state.shares, demand)
+    for r in state.running:
+        demand[r.account] += r.num_gpus * r.gpu_fraction
     for p in pending:
         demand[p.account] += p.num_gpus * p.gpu_fraction
-    total = float(sum(p.total_gpus * p.gpu_share for p in state.pools.values()))
+    total = float(sum(pool.total_gpus for pool in state.pools.values()))
     return water_fill(total, state.shares, demand)
 
 

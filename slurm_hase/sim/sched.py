@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 from collections.abc import Iterator, Mapping
 
 import numpy as np
 
+from slurm_hase.predict.mig import gpu_share
 from slurm_hase.sim.simcluster import grown
 from slurm_hase.sim.simslurm import SimJob, SimSlurm
 from slurm_hase.sim.slurmconf import SlurmConfig
@@ -70,8 +72,14 @@ class SlurmScheduler:
         self._col_nice = np.zeros(0, np.int64)
         self._col_prio = np.zeros(0, np.int64)
         self._col_base = np.zeros(0, np.int64)
-        self._col_demand = np.zeros(0, np.float64)  # GPUs x fraction
+        self._col_demand = np.zeros(0, np.float64)  # GPUs x fraction (x MIG part: below)
         self._acct_no: dict[str, int] = {}
+        # MIG instance types -> their part of a GPU: a job that may only use such types asks
+        # that part of each GPU (policy/levels.py counts it so too); {} without MIG types
+        self._parts: dict[str, float] = {}
+        for gpu_type in sim.type_order:
+            if gpu_share(gpu_type) != 1.0:
+                self._parts[gpu_type] = gpu_share(gpu_type)
 
     # ------------------------------------------------------------------ priority
 
@@ -121,7 +129,11 @@ class SlurmScheduler:
         self._col_nice[i] = job.nice
         self._col_prio[i] = job.priority
         self._col_base[i] = job.prio_base
-        self._col_demand[i] = job.trace.num_gpus * job.trace.gpu_fraction
+        demand = job.trace.num_gpus * job.trace.gpu_fraction
+        if self._parts:
+            demand *= max((self._parts.get(t, 1.0) for t in job.trace_types
+                           if job.runtime[t] < math.inf), default=1.0)
+        self._col_demand[i] = demand
 
     def pending_demand(self) -> dict[str, float]:
         """GPUs (x fraction) asked for by each account's pending jobs (accounts with any)."""

@@ -112,3 +112,12 @@ def test_simulated_mig_instances_have_no_multi_gpu_speed(fixtures_dir: Path) -> 
     assert {sf for _, sf in out.isolated["a100"]} == {sf for _, sf in table.isolated["v100"]}
     job_type = next(jt for jt, sf in table.isolated["v100"] if sf > 1)
     assert out.runtimes(job_type, 2, 100.0, ("a100", "a100_1g.5gb"))["a100_1g.5gb"] == math.inf
+
+
+def test_a_pending_job_that_may_only_use_instances_asks_their_part() -> None:
+    """b waits with 7 GPUs' worth of jobs that can only run on 1g.5gb instances: it asks one
+    GPU of capacity, not seven, so a (4 whole A100s asked) is entitled the other four."""
+    only_mig = [PendingJob(str(i), "b", "u", 0.0, 1, {"a100_1g.5gb": 600.0}) for i in range(7)]
+    either = PendingJob("9", "a", "u", 0.0, 4, {"a100": 100.0, "a100_1g.5gb": 600.0})
+    ent = entitlements(_state([], ONE_G), [*only_mig, either])
+    assert ent == pytest.approx({"b": 1.0, "a": 4.0})
