@@ -33,8 +33,8 @@ def mig_cluster(local_cluster: LocalCluster) -> Iterator[LocalCluster]:
     beside the default one's (MariaDB, running as mysql, must be able to enter it)."""
     folder = local_cluster.paths.root.parent / f"{local_cluster.paths.root.name}-mig-test"
     cluster = LocalCluster(load_spec(SPEC), cluster_paths(folder))
-    cluster.up()
     try:
+        cluster.up()  # a start that fails half-way is stopped as well
         yield cluster
     finally:
         cluster.down()
