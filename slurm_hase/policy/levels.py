@@ -28,20 +28,15 @@ def entitlements(state: ClusterState, pending: Sequence[PendingJob]) -> dict[str
     part, in the capacity, in what a running job holds and in what a pending job asks where
     it may only use such types (the largest part among them); else it asks whole GPUs."""
     demand: dict[str, float] = defaultdict(float)
-    parts = {t: p.gpu_share for t, p in state.pools.items() if p.gpu_share != 1.0}
-    if parts:
-        for r in state.running:
-            demand[r.account] += r.num_gpus * r.gpu_fraction * parts.get(r.gpu_type, 1.0)
-        for p in pending:
-            part = max((parts.get(t, 1.0) for t in p.runtime_s), default=1.0)
-            demand[p.account] += p.num_gpus * p.gpu_fraction * part
-        total = float(sum(pool.total_gpus * pool.gpu_share for pool in state.pools.values()))
-        return water_fill(total, state.shares, demand)
+    parts = {t: pool.gpu_share for t, pool in state.pools.items() if pool.gpu_share != 1.0}
     for r in state.running:
-        demand[r.account] += r.num_gpus * r.gpu_fraction
+        held = r.num_gpus * r.gpu_fraction
+        demand[r.account] += held * parts.get(r.gpu_type, 1.0) if parts else held
     for p in pending:
-        demand[p.account] += p.num_gpus * p.gpu_fraction
-    total = float(sum(pool.total_gpus for pool in state.pools.values()))
+        asked = p.num_gpus * p.gpu_fraction
+        demand[p.account] += (asked * max((parts.get(t, 1.0) for t in p.runtime_s), default=1.0)
+                              if parts else asked)
+    total = float(sum(pool.total_gpus * pool.gpu_share for pool in state.pools.values()))
     return water_fill(total, state.shares, demand)
 
 

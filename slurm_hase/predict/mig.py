@@ -19,6 +19,7 @@ is never sent to instances (`one_gpu_only`).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -93,6 +94,11 @@ def gpu_share(gpu_type: str) -> float:
     hit = PROFILE.match(spec.key)  # <GPU key>_<g>g.<memory>gb
     assert hit is not None
     return int(hit["g"]) / SLICES[hit["gpu"]]
+
+
+def mig_parts(gpu_types: Iterable[str]) -> dict[str, float]:
+    """The MIG instance types among `gpu_types` -> their part of a GPU ({} when none is)."""
+    return {t: share for t in gpu_types if (share := gpu_share(t)) != 1.0}
 
 
 def one_gpu_only(gpu_type: str) -> bool:

@@ -22,7 +22,7 @@ from slurm_hase.policy.common import NICE_MAX
 from slurm_hase.policy.registry import make_policy
 from slurm_hase.policy.types import is_passive
 from slurm_hase.policy.usage import UsageLedger
-from slurm_hase.predict.mig import gpu_share
+from slurm_hase.predict.mig import mig_parts
 from slurm_hase.sim.cluster import ClusterSpec
 from slurm_hase.sim.sched import SlurmScheduler
 from slurm_hase.sim.simslurm import SimJob, SimSlurm
@@ -190,7 +190,7 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
     for tj in trace:
         shares.setdefault(tj.account, 1.0)
     # MIG instance types -> their part of a GPU (the samples' demand counts it; none: {})
-    parts = {t: f for t in spec.gpus_by_type if (f := gpu_share(t)) != 1.0}
+    parts = mig_parts(spec.gpus_by_type)
     slurm_cfg = config.slurm
     if spec.billing and not slurm_cfg.billing:
         slurm_cfg = SlurmConfig(**{**slurm_cfg.__dict__, "billing": dict(spec.billing)})

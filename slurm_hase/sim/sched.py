@@ -35,7 +35,7 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from slurm_hase.predict.mig import gpu_share
+from slurm_hase.predict.mig import mig_parts
 from slurm_hase.sim.simcluster import grown
 from slurm_hase.sim.simslurm import SimJob, SimSlurm
 from slurm_hase.sim.slurmconf import SlurmConfig
@@ -76,10 +76,7 @@ class SlurmScheduler:
         self._acct_no: dict[str, int] = {}
         # MIG instance types -> their part of a GPU: a job that may only use such types asks
         # that part of each GPU (policy/levels.py counts it so too); {} without MIG types
-        self._parts: dict[str, float] = {}
-        for gpu_type in sim.type_order:
-            if gpu_share(gpu_type) != 1.0:
-                self._parts[gpu_type] = gpu_share(gpu_type)
+        self._parts = mig_parts(sim.type_order)
 
     # ------------------------------------------------------------------ priority
 
