@@ -286,18 +286,24 @@ def job_cmd(job_id: str, as_json: bool, limit: int, config_path: str | None,
 
 @schedd.command(name="reset")
 @click.option("--dry-run", is_flag=True, help="Show what would be removed.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Machine-readable: each job's outcome (reset, unchanged, kept, gone, error, "
+                   "planned), detail and scontrol command, and the error count.")
 @CONFIG_OPT
 @DB_OPT
-def reset_cmd(dry_run: bool, config_path: str | None, state_db: str | None) -> None:
+def reset_cmd(dry_run: bool, as_json: bool, config_path: str | None,
+              state_db: str | None) -> None:
     """Put back the Nice/Features of pending jobs we touched (user changes are kept).
 
     Nice goes back to 0 and Features to the constraint hsbatch added at submission (recorded
-    in the job's description), or to none.
+    in the job's description), or to none. A running job's are kept and put back once it
+    pends again (a later reset). Exit 1 when a job could not be reset (it stays recorded).
 
     \b
     Examples:
       hase schedd reset --dry-run --config /etc/slurm-hase/schedd.toml   # list what it would undo
       hase schedd reset --config /etc/slurm-hase/schedd.toml
+      hase schedd reset --json --config /etc/slurm-hase/schedd.toml | jq '.jobs[] | select(.outcome == "error")'
     """
     from slurm_hase.daemon.cycle import OwnedAttrs
     from slurm_hase.daemon.reset import reset_decisions
@@ -313,15 +319,22 @@ def reset_cmd(dry_run: bool, config_path: str | None, state_db: str | None) -> N
     outcomes = reset_decisions(_backend(), owned, dry_run=dry_run)
     from slurm_hase.slurm import commands
 
-    for o in outcomes:
-        if o.outcome == "planned" and o.update is not None:
-            click.echo("would run: " + shlex.join(commands.update_job(o.job_id, o.update)))
-        else:
-            click.echo(f"{o.job_id}: {o.outcome}" + (f" ({o.detail})" if o.detail else ""))
     if not dry_run:
         store.forget(o.job_id for o in outcomes if o.outcome in ("reset", "gone", "unchanged"))
     errors = sum(1 for o in outcomes if o.outcome == "error")
-    click.echo(f"{len(outcomes)} jobs, {errors} errors")
+    if as_json:
+        rows = [{"job_id": o.job_id, "outcome": o.outcome, "detail": o.detail,
+                 "command": (commands.update_job(o.job_id, o.update)
+                             if o.update is not None and o.outcome in ("planned", "reset", "error")
+                             else None)} for o in outcomes]
+        click.echo(json.dumps({"dry_run": dry_run, "jobs": rows, "errors": errors}, indent=2))
+    else:
+        for o in outcomes:
+            if o.outcome == "planned" and o.update is not None:
+                click.echo("would run: " + shlex.join(commands.update_job(o.job_id, o.update)))
+            else:
+                click.echo(f"{o.job_id}: {o.outcome}" + (f" ({o.detail})" if o.detail else ""))
+        click.echo(f"{len(outcomes)} jobs, {errors} errors")
     if errors:
         raise SlurmError(f"{errors} jobs could not be reset (kept in the store)")
 
