@@ -19,6 +19,7 @@ from typing import Protocol
 
 from slurm_hase.daemon.act import apply_updates
 from slurm_hase.daemon.digest import job_digest, state_digest
+from slurm_hase.daemon.records import waits_on_other
 from slurm_hase.daemon.requeue import apply_requeues, plan_requeues
 from slurm_hase.daemon.reset import reset_update
 from slurm_hase.daemon.safety import (
@@ -89,7 +90,8 @@ class CycleConfig:
     # daemon reads it from `scontrol show config` at start, the simulator from its SlurmConfig).
     scheduler_depth: int = 0
     # Quiet cycles (with a QuietWatch): when no job was submitted, started, ended, requeued,
-    # held or released and no node changed since the last cycle that decided, a cycle less
+    # held or released (or began or stopped waiting on other than GPUs: records.waits_on_other)
+    # and no node changed since the last cycle that decided, a cycle less
     # than refresh_s after it decides nothing (0 = every cycle decides). Between such events
     # only the age credit and usage decay move the order; refresh_s bounds how stale that is
     # (docs/daemon.md: 600 s and 1,800 s gave the same Philly bench figures as 0).
@@ -107,13 +109,23 @@ class QuietWatch:
     running: Sequence[RunningJob] = ()  # for the ledger in quiet cycles
 
 
-_JOB_SET_KEY = attrgetter("state", "held", "restarts", "gpu", "partition")
+# why a cycle sends nothing while the state store cannot be written (cycle._apply)
+NOT_RECORDED = "the state store could not record it first (docs/daemon.md, Faults)"
+
+
+def _job_set_key(job: Job) -> tuple[object, ...]:
+    """(state, held, waiting on other than GPUs, restarts, GPU request, partition). Not
+    whether it waits for its begin time: Slurm clears that reason on every update of the job
+    (the daemon's own too) and sets it again at its next pass."""
+    return (job.state, job.held, waits_on_other(job.reason), job.restarts, job.gpu,
+            job.partition)
 
 
 def _job_set(jobs: Sequence[Job]) -> dict[str, tuple[object, ...]]:
-    """Job id -> (state, held, restarts, GPU request, partition): a job's Nice and Features
-    are left out, as the daemon changes them itself."""
-    return dict(zip(map(attrgetter("job_id"), jobs), map(_JOB_SET_KEY, jobs), strict=True))
+    """Job id -> _job_set_key: a job's Nice and Features are left out, as the daemon changes
+    them itself; its pending reason only as far as it waits on other than GPUs (a dependency
+    met makes it one the policy plans for)."""
+    return dict(zip(map(attrgetter("job_id"), jobs), map(_job_set_key, jobs), strict=True))
 
 
 def _same_job_set(before: Sequence[Job] | None, now: Sequence[Job]) -> bool:
@@ -126,7 +138,7 @@ def _same_job_set(before: Sequence[Job] | None, now: Sequence[Job]) -> bool:
     ids = attrgetter("job_id")
     ids_before, ids_now = list(map(ids, before)), list(map(ids, now))
     if ids_before == ids_now:  # the same order: compare the others
-        return all(_JOB_SET_KEY(a) == _JOB_SET_KEY(b) for a, b in zip(before, now, strict=True)
+        return all(_job_set_key(a) == _job_set_key(b) for a, b in zip(before, now, strict=True)
                    if a is not b)
     if set(ids_before) != set(ids_now):  # one job left and another came: no need to compare
         return False
@@ -159,6 +171,8 @@ class CycleResult:
     # put-back waits for that)
     left_ids: frozenset[str] = frozenset()
     unavailable: bool = False  # slurmctld went away while acting: the caller should back off
+    # the state store could not record the updates first, so none was sent (_apply)
+    not_recorded: bool = False
     requeued: list[str] = field(default_factory=list)  # running jobs requeued (rotation)
     # the requeues that passed the daemon's checks (job id, update set right after it): what a
     # dry run would do, and what a real cycle tried
@@ -214,28 +228,34 @@ def _put_back_due(outside: Sequence[Job], owned: Mapping[str, OwnedAttrs] | None
     quiet cycle would leave it there until the next deciding one)."""
     if not owned:
         return False
-    return any(j.state is JobState.PENDING and j.job_id in owned for j in outside)
+    return any(j.state is JobState.PENDING and j.job_id in owned
+               and not reset_update(j, owned[j.job_id]).is_empty() for j in outside)
 
 
 def _left_partitions(outside: Sequence[Job], owned: Mapping[str, OwnedAttrs] | None
-                     ) -> tuple[list[tuple[str, JobUpdate]], list[Decision]]:
+                     ) -> tuple[list[tuple[str, JobUpdate]], list[Decision], set[str]]:
     """Put back what the daemon set (as `hase schedd reset` does) on pending jobs outside the
     managed partitions: their Nice would still order them, and their Features constrain them,
-    where the daemon no longer looks. Other jobs outside them wait until they pend again."""
+    where the daemon no longer looks. Other jobs outside them wait until they pend again.
+    The set: pending ones with nothing of the daemon's left on them (the user set both since,
+    or a put-back landed), which the daemon forgets."""
     updates: list[tuple[str, JobUpdate]] = []
     reasons: list[Decision] = []
+    clean: set[str] = set()
     if not owned:
-        return updates, reasons
+        return updates, reasons, clean
     for job in outside:
         mine = owned.get(job.job_id)
         if mine is None or job.state is not JobState.PENDING:
             continue
         update = reset_update(job, mine)
-        if not update.is_empty():
+        if update.is_empty():
+            clean.add(job.job_id)
+        else:
             updates.append((job.job_id, update))
             reasons.append(Decision(job.job_id, reason=f"left the managed partitions (now in "
                                     f"{job.partition}): the daemon's Nice/Features put back"))
-    return updates, reasons
+    return updates, reasons, clean
 
 
 def _decide(policy: Policy, state: ClusterState) -> list[Decision]:
@@ -265,7 +285,7 @@ def run_cycle(
     *,
     owned: MutableMapping[str, OwnedAttrs] | None = None,
     watch: QuietWatch | None = None,
-    intend: Callable[[Mapping[str, OwnedAttrs]], None] | None = None,
+    intend: Callable[[Mapping[str, OwnedAttrs]], bool] | None = None,
 ) -> CycleResult:
     """Observe -> decide -> plan -> act, once.
 
@@ -309,7 +329,7 @@ def run_cycle(
                            nice_min_delta=config.nice_min_delta, nice_limit=config.nice_limit,
                            nice_quantum=config.nice_quantum, nice_scale=config.nice_scale,
                            nice_zero=config.nice_zero, capacity=capacity, indexed=pending_jobs)
-    put_back, why = _left_partitions(outside, owned)
+    put_back, why, clean = _left_partitions(outside, owned)
     if put_back:
         planned += put_back
         decisions = [*decisions, *why]
@@ -329,16 +349,19 @@ def run_cycle(
     result.planned_requeues = requeues
     marks.append(perf_counter())
     if not config.dry_run:
-        _apply(backend, planned, result, owned, config, intend)
-        if requeues and not result.unavailable:
-            apply_requeues(backend, requeues, result, owned, intend)
+        result.not_recorded = not _apply(backend, planned, result, owned, config, intend)
+        if requeues and result.not_recorded:
+            skipped.extend((job_id, f"requeue not made: {NOT_RECORDED}") for job_id, _ in requeues)
+        elif requeues and not result.unavailable:
+            apply_requeues(backend, requeues, result, owned, intend,
+                           {j.job_id: j for j in jobs if j.state is JobState.RUNNING})
     if owned and outside:
         landed = {job_id for job_id, _ in result.applied}
-        result.left_ids = frozenset(j.job_id for j in outside
-                                    if j.job_id in owned and j.job_id not in landed)
+        result.left_ids = frozenset(j.job_id for j in outside if j.job_id in owned
+                                    and j.job_id not in landed and j.job_id not in clean)
     if watch is not None:
         # a cycle that could not do all it planned is not a baseline: the next one decides
-        done = not (result.unavailable or result.errors)
+        done = not (result.unavailable or result.errors or result.not_recorded)
         watch.jobs, watch.nodes = (jobs, nodes) if done else (None, None)
         watch.decided_at, watch.running = started, state.running  # built this cycle
     marks.append(perf_counter())
@@ -349,15 +372,21 @@ def run_cycle(
 
 def _apply(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate]], result: CycleResult,
            owned: MutableMapping[str, OwnedAttrs] | None, config: CycleConfig,
-           intend: Callable[[Mapping[str, OwnedAttrs]], None] | None) -> None:
+           intend: Callable[[Mapping[str, OwnedAttrs]], bool] | None) -> bool:
     """Send the updates. With `owned`, each is recorded as intended first (and handed to
     `intend`, which the daemon writes to its store before any scontrol call); an update that
-    cannot have landed puts the entry back, one whose outcome is unknown keeps both values."""
+    cannot have landed puts the entry back, one whose outcome is unknown keeps both values.
+    When `intend` could not write (disk full), nothing is sent: after a restart the daemon
+    would read its own values as a user's. False then."""
     before: dict[str, OwnedAttrs | None] = {}
     if owned is not None and planned:
         before = {job_id: record_intent(owned, job_id, upd) for job_id, upd in planned}
-        if intend is not None:
-            intend({job_id: owned[job_id] for job_id in before})
+        if intend is not None and not intend({job_id: owned[job_id] for job_id in before}):
+            for job_id, _ in planned:
+                restore_owned(owned, job_id, before[job_id])
+                result.skipped.append((job_id, f"not sent: {NOT_RECORDED}"))
+            log.error("state store unwritable: %d updates not sent this cycle", len(planned))
+            return False
     outcomes = apply_updates(backend, planned, workers=config.update_workers,
                              batch=config.batch_updates)
     for (job_id, update), (outcome, msg) in zip(planned, outcomes, strict=True):
@@ -374,3 +403,4 @@ def _apply(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate]], resu
         result.unavailable = True
         log.warning("slurm unavailable while acting; %d updates not made",
                     sum(1 for o, _ in outcomes if o == "unavailable-skip"))
+    return True

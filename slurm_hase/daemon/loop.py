@@ -297,10 +297,11 @@ class Daemon:
             return False
         return True
 
-    def _intend(self, owned: Mapping[str, OwnedAttrs]) -> None:
-        """What the cycle is about to set, in the store before the first scontrol call (a
-        failed write stays in the store's backlog, written before the cycle row)."""
-        self._store_write(
+    def _intend(self, owned: Mapping[str, OwnedAttrs]) -> bool:
+        """What the cycle is about to set, in the store before the first scontrol call;
+        whether it was written (a failed write stays in the store's backlog, and the cycle
+        sends nothing: cycle._apply)."""
+        return self._store_write(
             lambda: self.store.save_owned({jid: owned_row(a) for jid, a in owned.items()}))
 
     def _record(self, result: CycleResult, wall: float) -> None:

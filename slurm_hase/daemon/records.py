@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Protocol
 
 from slurm_hase.policy.types import GpuPool, PendingJob, RunningJob
@@ -17,6 +18,24 @@ from slurm_hase.slurm.types import GpuRequest, Job
 DEFAULT_RUNTIME_S = 3600.0  # expected remaining time of a running job we know nothing about
 # MPS units of one GPU where no node says otherwise: gres/mps read as a percent of a GPU
 MPS_PER_GPU = 100
+# Pending reasons under which a job cannot start however many GPUs free up (Slurm's "Job
+# Reason Codes"): it waits for another job, its array's task limit, or a limit of its
+# association or QOS. Such a job gets no record, as a held one: it asks no GPU now, so it takes
+# no free GPU in the policy's plan, counts in no account's demand, and no running job is
+# requeued for it. A job waiting for its begin time (BeginTime) keeps its record, ordered and
+# routed for when it may start (an admin's `scontrol update StartTime=now` starts it at once),
+# but is not startable: rotation requeues nothing for it.
+_WAITS_ON_OTHER = frozenset({"Dependency", "DependencyNeverSatisfied", "JobArrayTaskLimit"})
+_LIMIT_PREFIXES = ("AssocGrp", "AssocMax", "Association", "QOSGrp", "QOSMax", "QOSJobLimit",
+                   "QOSResourceLimit", "QOSTimeLimit", "QOSUsageThreshold")
+BEGIN_TIME = "BeginTime"
+
+
+@lru_cache(maxsize=256)
+def waits_on_other(reason: str) -> bool:
+    """Whether a pending job with this reason waits on something other than GPUs or its begin
+    time (above)."""
+    return reason in _WAITS_ON_OTHER or reason.startswith(_LIMIT_PREFIXES)
 
 
 @dataclass(frozen=True)
@@ -73,7 +92,8 @@ class RecordBuilder:
     def pending(self, job: Job, types: tuple[str, ...] | None = None
                 ) -> tuple[str | None, PendingEntry | None]:
         """(asked GPU type or constraint, "" = neither; None = no GPU asked, entry: None =
-        no record: held, no estimate or no usable type). `types`: the GPU types the job may
+        no record: held or waiting on other than GPUs (waits_on_other), no estimate or no
+        usable type). `types`: the GPU types the job may
         use (those of its partitions, build_state); None = all the pools' types. The estimator
         is asked about those only, and the entry records them: an entry built for other types
         (the job moved to another partition, a partition lost a type) is not reused."""
@@ -88,7 +108,7 @@ class RecordBuilder:
         if gpu is None:
             return None, None
         tkey = same[5] if same is not None else (gpu.gpu_type or job.features or "").lower()
-        if job.held:
+        if job.held or waits_on_other(job.reason):
             return tkey, None
         if same is not None:
             key = same[0]
@@ -103,8 +123,11 @@ class RecordBuilder:
             if est is None:
                 return tkey, None
             if (est is pe[1] or est == pe[1]) and (pe[2] is types or pe[2] == types):
+                startable = job.reason != BEGIN_TIME
                 pj = pe[3] if same_key else replace(pe[3], features=job.features,
                                                     nice=self._nice(job))
+                if pj.startable is not startable:
+                    pj = replace(pj, startable=startable)
                 return tkey, (key, est, types, pj, job, tkey)  # newest Job: `is` hits
             num, frac = self._shape(job, gpu, types)
         else:
@@ -129,7 +152,7 @@ class RecordBuilder:
             mps_slowdown=dict(est.mps_slowdown), pinned_type=gpu.gpu_type.lower() if gpu.gpu_type else None,
             nice=self._nice(job), features=job.features, memory_gb=est.memory_gb,
             preemptible=bool(self.requeue and est.checkpoint and job.requeue),
-            restarts=job.restarts,
+            restarts=job.restarts, startable=job.reason != BEGIN_TIME,
         )
         return tkey, (key, est, types, pj, job, tkey)
 

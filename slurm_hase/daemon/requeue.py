@@ -86,14 +86,17 @@ def plan_requeues(decisions: Sequence[Decision], jobs: Sequence[Job], now: float
     return out
 
 
-def requeue_one(backend: SlurmBackend, job_id: str) -> tuple[str, str]:
+def requeue_one(backend: SlurmBackend, job_id: str, observed: Job | None = None
+                ) -> tuple[str, str]:
     """("applied"|"skipped"|"error"|"unavailable", message); never raises for Slurm errors.
 
     `scontrol requeue` also puts a job that has finished or was cancelled back in the queue
     (22.05 and 24.11 alike), so a job that ended since it was observed would run again: the
     job is read again first and requeued only if it is still running. What is left is the
     moment between that read and the requeue. The same read refuses a job whose owner
-    revoked the opt-in (checkpoint=yes, Requeue=1) since it was observed."""
+    revoked the opt-in (checkpoint=yes, Requeue=1) since it was observed, and one that is
+    running another run than the `observed` one (requeued and restarted meanwhile: the new
+    run has not had its minimum run time)."""
     now: list[Job] = []
     outcome, msg = attempt(job_id, "requeue", lambda: now.append(backend.job(job_id)))
     if outcome != "applied":
@@ -101,6 +104,10 @@ def requeue_one(backend: SlurmBackend, job_id: str) -> tuple[str, str]:
     if now[0].state is not JobState.RUNNING:
         log.info("job %s: %s since observed, not requeued", job_id, now[0].state.value)
         return "skipped", f"requeue refused: {now[0].state.value.lower()} since observed"
+    if observed is not None and (now[0].start_time, now[0].restarts) != (observed.start_time,
+                                                                        observed.restarts):
+        log.info("job %s: restarted since observed, not requeued", job_id)
+        return "skipped", "requeue refused: restarted since observed"
     if not opted_in(now[0]):  # its owner dropped checkpoint=yes (or Requeue) meanwhile
         log.info("job %s: no longer opted in, not requeued", job_id)
         return "skipped", "requeue refused: no longer opted in since observed"
@@ -109,12 +116,15 @@ def requeue_one(backend: SlurmBackend, job_id: str) -> tuple[str, str]:
 
 def apply_requeues(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate | None]],
                    result: CycleResult, owned: MutableMapping[str, OwnedAttrs] | None,
-                   intend: Callable[[Mapping[str, OwnedAttrs]], None] | None = None) -> None:
+                   intend: Callable[[Mapping[str, OwnedAttrs]], bool] | None = None,
+                   observed: Mapping[str, Job] | None = None) -> None:
     """Requeue each job (then update it); record outcomes in `result`; stop once Slurm is
     unavailable. `intend` gets the `owned` entry of each update before it is sent (the daemon
-    writes it to its store, as for the cycle's other updates)."""
+    writes it to its store, as for the cycle's other updates). `observed`: the jobs as the
+    cycle read them (requeue_one refuses one restarted since)."""
     for job_id, update in planned:
-        outcome, msg = requeue_one(backend, job_id)
+        outcome, msg = requeue_one(backend, job_id,
+                                   observed.get(job_id) if observed is not None else None)
         if outcome == "applied":
             result.requeued.append(job_id)
             log.info("job %s: requeued (rotation)", job_id)
@@ -122,8 +132,12 @@ def apply_requeues(backend: SlurmBackend, planned: Sequence[tuple[str, JobUpdate
                 # recorded as intended first, as for any update (cycle._apply): an outcome
                 # that is unknown (slurmctld went away) keeps both values as the daemon's
                 before = record_intent(owned, job_id, update) if owned is not None else None
-                if owned is not None and intend is not None:
-                    intend({job_id: owned[job_id]})
+                if (owned is not None and intend is not None
+                        and not intend({job_id: owned[job_id]})):
+                    restore_owned(owned, job_id, before)
+                    result.skipped.append((job_id, "update after requeue not sent: the state "
+                                           "store could not record it first"))
+                    continue
                 status, why = apply_one(backend, job_id, update)
                 if status == "applied":
                     result.applied.append((job_id, update))

@@ -249,8 +249,10 @@ def test_run_loop_sleeps_and_stops(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("dry", [False, True])
 def test_store_locked_during_cycle_keeps_the_record(tmp_path: Path, dry: bool) -> None:
-    """The cycle's record waits in the backlog while the store is locked; the next cycle, a
-    quiet one too, writes it (a dry run's as well, though it writes no usage ledger)."""
+    """The cycle's record waits in the backlog while the store is locked; the next cycle
+    writes it (a dry run's as well, though it writes no usage ledger). A real cycle sends
+    nothing while the store cannot record it first (session 42: after a restart the daemon
+    would read its own values as the user's), so the next cycle decides and sends it."""
     import sqlite3
 
     fb = FakeBackend([pjob("1")], [gpu_node("a1", "a100")])
@@ -259,8 +261,8 @@ def test_store_locked_during_cycle_keeps_the_record(tmp_path: Path, dry: bool) -
                LoopSettings())
     other = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
     other.execute("BEGIN EXCLUSIVE")
-    d.step()  # cycle applied (or planned); its record waits in the backlog
-    assert store.backlog and bool(fb.updates) is not dry
+    d.step()  # cycle planned, nothing sent; its record waits in the backlog
+    assert store.backlog and fb.updates == []
     if dry:
         other.execute("ROLLBACK")
         d.step()
@@ -268,14 +270,14 @@ def test_store_locked_during_cycle_keeps_the_record(tmp_path: Path, dry: bool) -
         assert store.backlog == [] and len(store.cycles()) == 1 and store.latest_usage() is None
         return
     assert d.metrics.get("hase_schedd_errors_total", kind="store") >= 1
+    assert d.last_result is not None and d.last_result.not_recorded
     other.execute("ROLLBACK")
-    d.step()  # nothing changed: a quiet cycle, which still writes what was kept
-    assert d.last_result is not None and d.last_result.quiet
-    assert store.backlog == [] and len(store.cycles()) == 1
+    d.step()  # not quiet: the last cycle sent nothing; it writes what was kept, then sends
+    assert d.last_result is not None and not d.last_result.quiet
+    assert fb.updates and store.backlog == [] and len(store.cycles()) == 2
     assert store.owned() == {"1": (40, "a100")} and store.latest_usage() is not None
-    fb.job_list.append(pjob("2"))
-    d.step()
-    assert len(store.cycles()) == 2
+    d.step()  # nothing changed since: quiet
+    assert d.last_result is not None and d.last_result.quiet
 
 
 def test_metrics_text_textfile_and_http(tmp_path: Path) -> None:

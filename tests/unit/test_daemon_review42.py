@@ -1,0 +1,210 @@
+"""Faults a production queue has, found in review (session 42): jobs that wait on other than GPUs,
+a job restarted between observe and requeue, an unwritable store, a moved job with nothing of
+the daemon's left."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+
+from slurm_hase.daemon.cycle import CycleConfig, JobEstimate, QuietWatch, run_cycle
+from slurm_hase.daemon.fake import FakeBackend, gpu_node
+from slurm_hase.daemon.loop import Daemon, LoopSettings
+from slurm_hase.daemon.records import waits_on_other
+from slurm_hase.policy.registry import make_policy
+from slurm_hase.policy.types import Decision
+from slurm_hase.policy.usage import UsageLedger
+from slurm_hase.slurm.types import GpuRequest, Job, JobState
+from slurm_hase.store.state import StateStore
+from tests.unit.test_daemon_cycle import Scripted, pjob
+from tests.unit.test_daemon_requeue import CKPT, Est, running
+
+
+class Clock:
+    def __init__(self, t: float = 100_000.0) -> None:
+        self.t = t
+
+    def now(self) -> float:
+        return self.t
+
+
+class LongRunning:
+    """Running jobs have 500,000 s to go, pending ones take an hour; CKPT opts in."""
+
+    def estimate(self, job: Job, types: object) -> JobEstimate:
+        rt = 500_000.0 if job.state is JobState.RUNNING else 3600.0
+        return JobEstimate({"v100": rt}, checkpoint='"ckpt":1' in job.comment)
+
+
+def _running(job_id: str, account: str) -> Job:
+    return Job(job_id=job_id, name="train", user="u" + account, account=account, partition="gpu",
+               state=JobState.RUNNING, gpu=GpuRequest(1, None, "job"), alloc_gpus={"v100": 1},
+               start_time=1000, time_limit_s=1_000_000, comment=CKPT, requeue=True)
+
+
+def _waiting(job_id: str, reason: str) -> Job:
+    return Job(job_id=job_id, name="post", user="us", account="small", partition="gpu",
+               state=JobState.PENDING, reason=reason, gpu=GpuRequest(1, None, "job"),
+               submit_time=50_000, time_limit_s=3600)
+
+
+@pytest.mark.parametrize("reason", ["Dependency", "DependencyNeverSatisfied", "BeginTime",
+                                    "JobArrayTaskLimit", "AssocGrpGRES", "QOSMaxGRESPerUser"])
+def test_a_job_waiting_on_other_than_gpus_has_no_running_job_requeued_for_it(reason: str) -> None:
+    # account big holds both GPUs with opted-in jobs; small's only job cannot start anyway
+    fb = FakeBackend([_running("1", "big"), _running("2", "big"), _waiting("3", reason)],
+                     [gpu_node("v1", "v100", gpus=2, alloc=2)])
+    clock, ledger, owned = Clock(), UsageLedger(3600.0), {}
+    requeued: list[str] = []
+    for _ in range(6):
+        res = run_cycle(fb, make_policy("fair"), LongRunning(), clock, ledger,
+                        {"big": 1.0, "small": 1.0}, CycleConfig(requeue=True, refresh_s=0),
+                        owned=owned)
+        requeued += res.requeued
+        clock.t += 700
+    assert requeued == []
+    assert res.pending == (1 if reason == "BeginTime" else 0)  # a record only for BeginTime
+
+
+def test_the_same_job_ready_to_start_does_get_a_gpu_rotated_to_it() -> None:
+    # the control: with reason Priority the fair policy does requeue one of big's jobs for it,
+    # so the test above would fail if waits_on_other were ignored
+    fb = FakeBackend([_running("1", "big"), _running("2", "big"), _waiting("3", "Priority")],
+                     [gpu_node("v1", "v100", gpus=2, alloc=2)])
+    res = run_cycle(fb, make_policy("fair"), LongRunning(), Clock(), UsageLedger(3600.0),
+                    {"big": 1.0, "small": 1.0}, CycleConfig(requeue=True, refresh_s=0), owned={})
+    assert len(res.requeued) == 1
+
+
+def test_a_waiting_job_takes_no_free_fast_gpu_from_a_job_that_can_start() -> None:
+    class Speeds:
+        def estimate(self, job: Job, types: object) -> JobEstimate:
+            return JobEstimate({"a100": 3600.0, "t4": 6000.0})
+
+    dep = replace(_waiting("3", "Dependency"), time_limit_s=100_000)
+    ready = Job(job_id="4", name="train", user="ub", account="big", partition="gpu",
+                state=JobState.PENDING, reason="Priority", gpu=GpuRequest(1, None, "job"),
+                submit_time=60_000, time_limit_s=100_000)
+    fb = FakeBackend([dep, ready], [gpu_node("a1", "a100", gpus=1), gpu_node("t1", "t4", gpus=1)])
+    ledger = UsageLedger(86400.0)
+    ledger.add_interval("big", 4.0, 10_000.0, 99_000.0)  # big was served, small was not
+    res = run_cycle(fb, make_policy("fair"), Speeds(), Clock(), ledger,
+                    {"big": 1.0, "small": 1.0}, CycleConfig(refresh_s=0))
+    features = {job_id: u.features for job_id, u in res.applied}
+    assert features.get("4") in (None, "a100")
+    assert "3" not in features
+
+
+def test_waits_on_other_reads_slurms_reason_names() -> None:
+    for reason in ("Resources", "Priority", "", "None", "ReqNodeNotAvail", "BadConstraints"):
+        assert not waits_on_other(reason), reason  # GPUs (or the daemon's constraint) matter
+    for reason in ("Dependency", "JobArrayTaskLimit", "AssocGrpGRESMinutes", "QOSGrpGRES"):
+        assert waits_on_other(reason), reason
+    assert not waits_on_other("BeginTime")  # keeps its record, not startable (below)
+
+
+def test_a_job_waiting_for_its_begin_time_is_routed_but_not_startable() -> None:
+    fb = FakeBackend([_waiting("3", "BeginTime")], [gpu_node("v1", "v100", gpus=2)])
+    seen: list[bool] = []
+
+    class Look:
+        name, summary = "look", "test"
+
+        def decide(self, state: object) -> list[Decision]:
+            seen.extend(p.startable for p in state.pending)  # type: ignore[attr-defined]
+            return [Decision("3", nice=7, gpu_types=("v100",))]
+
+    res = run_cycle(fb, Look(), LongRunning(), Clock(), UsageLedger(3600.0), {},
+                    CycleConfig(refresh_s=0), owned={})
+    assert seen == [False] and res.pending == 1
+    assert dict(res.applied)["3"].features == "v100"  # ordered and routed for when it may start
+    fb.job_list[0] = replace(fb.job_list[0], reason="Priority")  # StartTime=now
+    seen.clear()
+    run_cycle(fb, Look(), LongRunning(), Clock(), UsageLedger(3600.0), {},
+              CycleConfig(refresh_s=0), owned={})
+    assert seen == [True]
+
+
+def test_a_dependency_met_ends_a_quiet_stretch() -> None:
+    fb = FakeBackend([_waiting("3", "Dependency"), pjob("4")], [gpu_node("a1", "a100")])
+    clock, watch, ledger = Clock(), QuietWatch(), UsageLedger(3600.0)
+    config = CycleConfig(refresh_s=600)
+    policy = make_policy("fair")
+    assert not run_cycle(fb, policy, Est(), clock, ledger, {}, config, watch=watch).quiet
+    clock.t += 60
+    assert run_cycle(fb, policy, Est(), clock, ledger, {}, config, watch=watch).quiet
+    fb.job_list[0] = replace(fb.job_list[0], reason="Priority")  # the job it waited on ended
+    clock.t += 60
+    res = run_cycle(fb, policy, Est(), clock, ledger, {}, config, watch=watch)
+    assert not res.quiet and "3" in res.pending_ids
+
+
+def test_a_job_restarted_between_observe_and_requeue_is_not_requeued() -> None:
+    fb = FakeBackend([running("7", start=1000), pjob("8")], [gpu_node("v1", "v100", alloc=1)])
+
+    def slurm_restarts_7(job_id: str) -> None:
+        if job_id == "8":  # while the daemon updates job 8, Slurm requeues and restarts job 7
+            fb.job_list[0] = replace(fb.job_list[0], start_time=10_000, restarts=1)
+
+    fb.before_update = slurm_restarts_7
+    res = run_cycle(fb, Scripted([Decision("8", nice=5), Decision("7", requeue=True, nice=50)]),
+                    Est(), Clock(10_100.0), UsageLedger(3600.0), {},
+                    CycleConfig(requeue=True, requeue_min_run_s=600))
+    assert res.requeued == []
+    assert ("7", "requeue refused: restarted since observed") in res.skipped
+    assert fb.job_list[0].restarts == 1
+
+
+class FullStore(StateStore):
+    """A store whose writes fail as on a full disk while `full` is set."""
+
+    full = False
+
+    def _transaction(self, fn: Callable[..., object]) -> None:  # type: ignore[override]
+        if self.full:
+            raise sqlite3.OperationalError("database or disk is full")
+        super()._transaction(fn)
+
+
+def test_nothing_is_sent_while_the_store_cannot_record_it(tmp_path: object) -> None:
+    fb = FakeBackend([pjob("1")], [gpu_node("a1", "a100")])
+    store = FullStore(":memory:")
+    policy = Scripted([Decision("1", nice=40)])
+    daemon = Daemon(fb, policy, Est(), Clock(), store, CycleConfig(refresh_s=0), LoopSettings(),
+                    shares={"a": 1.0})
+    store.full = True
+    daemon.step()
+    assert fb.job_list[0].nice == 0 and fb.updates == []
+    assert daemon.last_result is not None
+    assert any("state store could not record it" in why for _, why in daemon.last_result.skipped)
+    assert "1" not in daemon.owned
+    store.full = False
+    daemon.step()
+    assert fb.job_list[0].nice == 40 and "1" in store.owned()
+
+
+def test_a_moved_job_with_nothing_of_ours_left_is_forgotten_and_cycles_go_quiet() -> None:
+    fb = FakeBackend([pjob("1"), pjob("2")], [gpu_node("a1", "a100")])
+    policy = Scripted([Decision("1", nice=10), Decision("2", nice=20)])
+    clock = Clock(10_000.0)
+    store = StateStore(":memory:")
+    daemon = Daemon(fb, policy, Est(), clock, store, CycleConfig(partitions=("gpu",), refresh_s=600),
+                    LoopSettings(), shares={"a": 1.0})
+    daemon.step()
+    assert fb.job_list[0].nice == 10
+    # the owner moves job 1 to partition cpu and sets a Nice of their own
+    fb.job_list[0] = replace(fb.job_list[0], partition="cpu", nice=500)
+    policy.decisions = [Decision("2", nice=20)]
+    daemon.step()
+    assert "1" not in daemon.owned and "1" not in store.owned()
+    assert fb.job_list[0].nice == 500
+    quiet = 0
+    for _ in range(5):
+        clock.t += 60
+        daemon.step()
+        assert daemon.last_result is not None
+        quiet += daemon.last_result.quiet
+    assert quiet == 5
