@@ -79,7 +79,7 @@ def live_jobs(jobs: Sequence[Job]) -> list[Job]:
 
 # Slurm's commands print times in the caller's SLURM_TIME_FORMAT ("relative", "%s", ...); the
 # parsers read ISO 8601 (parse_text.parse_local_time), so every command runs with "standard"
-SLURM_ENV = {"SLURM_TIME_FORMAT": "standard"}
+SLURM_ENV = {"SLURM_TIME_FORMAT": "standard", "SLURM_BITSTR_LEN": "0"}  # 0: array task ids uncut
 
 
 class CommandBackend:
@@ -149,8 +149,10 @@ class CommandBackend:
 
     def job(self, job_id: str) -> Job:
         """One job from ``scontrol show job``; JobNotFoundError if slurmctld forgot it."""
-        found = parse_scontrol_jobs(self._run(commands.show_jobs(self._address(job_id)),
-                                              job_id=job_id))
+        address = self._address(job_id)
+        if "[" in address:  # an array's pending tasks: `show job` takes no task list (22.05)
+            address = job_id
+        found = parse_scontrol_jobs(self._run(commands.show_jobs(address), job_id=job_id))
         # a bare array id lists every task of the array: the one asked for has that JobId
         job = next((j for j in found if j.job_id == job_id), None)
         if job is None:

@@ -110,10 +110,18 @@ class Job:
     def address(self) -> str:
         """The id that names this one job to scontrol/scancel: ARRAY_TASK for an array task
         (the task that started last has the array's own id as JobId, and that bare id names
-        every task of the array: ``scontrol requeue 1963`` requeued them all), else JobId."""
+        every task of the array: ``scontrol requeue 1963`` requeued them all), ARRAY_[TASKS]
+        for an array's pending tasks (``1963_[3-9]``: the bare id would also update its running
+        tasks, refusing Features on them with exit 1), else JobId. A task list squeue cut
+        short (``...``) keeps the bare id."""
         task = self.array_task_id
-        if self.array_job_id and task and task.isdigit():
+        if not self.array_job_id or not task:
+            return self.job_id
+        if task.isdigit():
             return f"{self.array_job_id}_{task}"
+        tasks = task.split("%", 1)[0].strip("[]")  # "3-9%2": at most 2 running at once
+        if tasks and "." not in tasks and all(c.isdigit() or c in ",-:" for c in tasks):
+            return f"{self.array_job_id}_[{tasks}]"
         return self.job_id
 
 

@@ -63,3 +63,37 @@ def test_requeue_of_the_task_with_the_arrays_id_requeues_that_task_only(
     kept = after[other.array_task_id or ""]
     assert kept.state is JobState.RUNNING and kept.restarts == 0
     assert after[last.array_task_id or ""].restarts == 1
+
+
+def test_an_update_of_the_pending_tasks_leaves_the_running_ones_alone(
+        slurm_backend: CommandBackend) -> None:
+    """22 of the 24 GPUs busy, a 4-task array: 2 tasks run, the pending record (JobId = the
+    array's id, tasks "3-4") is updated. By its bare id, Slurm 22.05 also set Nice on the
+    running tasks and refused their Features with exit 1 (the update counted as failed)."""
+    filler = slurm_backend.submit(["--parsable", "--gpus=22", "-A", "teama", "-p", "gpu",
+                                   "-t", "10", "-o", "/dev/null", "-J", "arr-fill",
+                                   "--wrap", "sleep 300"])
+    array_id = ""
+    try:
+        array_id = slurm_backend.submit(["--parsable", "--array=1-4", "--gpus=1", "-A", "teama",
+                                         "-p", "gpu", "-t", "10", "-o", "/dev/null",
+                                         "-J", "arr-part", "--wrap", "sleep 300"])
+        tasks = _tasks(slurm_backend, array_id, lambda t: sum(
+            j.state is JobState.RUNNING for j in t.values()) == 2 and any(
+            j.state is JobState.PENDING for j in t.values()), "two tasks running, two pending")
+        pending = next(j for j in tasks.values() if j.state is JobState.PENDING)
+        assert pending.job_id == array_id and pending.address.startswith(f"{array_id}_[")
+        slurm_backend.update_job(pending.job_id, JobUpdate(nice=10, features="a100"))
+        after = _tasks(slurm_backend, array_id, lambda t: any(
+            j.state is JobState.PENDING and j.nice == 10 for j in t.values()), "update landed")
+        for job in after.values():
+            if job.state is JobState.RUNNING:
+                assert job.nice == 0 and job.features == "", job
+            else:
+                assert job.features == "a100"
+        assert slurm_backend.job(pending.job_id).job_id == array_id  # show job: the bare id
+    finally:
+        for job in slurm_backend.jobs():
+            if job.job_id == filler or (array_id and job.array_job_id == array_id):
+                with contextlib.suppress(SlurmError):
+                    slurm_backend.cancel(job.job_id)
