@@ -28,6 +28,7 @@ from slurm_hase.daemon.safety import (
     record_intent,
     record_owned,
     restore_owned,
+    settle_owned,
 )
 from slurm_hase.daemon.state import (
     JobEstimate,
@@ -173,6 +174,8 @@ class CycleResult:
     unavailable: bool = False  # slurmctld went away while acting: the caller should back off
     # the state store could not record the updates first, so none was sent (_apply)
     not_recorded: bool = False
+    # owned entries whose value from before an unknown outcome was dropped (settle_owned)
+    settled: frozenset[str] = frozenset()
     requeued: list[str] = field(default_factory=list)  # running jobs requeued (rotation)
     # the requeues that passed the daemon's checks (job id, update set right after it): what a
     # dry run would do, and what a real cycle tried
@@ -314,6 +317,7 @@ def run_cycle(
                            duration_s=max(clock.now() - started, 0.0), quiet=True,
                            stages={"observe": perf_counter() - marks[0]})
     marks.append(perf_counter())
+    settled = settle_owned(owned, [*jobs, *outside])
     cache = _cache_for(backend)
     # jobs are in managed partitions already (observe), so the summary covers all of them
     state, pending_jobs, by_type = _build_state(jobs, nodes, estimator, {}, shares, started,
@@ -343,7 +347,7 @@ def run_cycle(
         decisions=decisions, applied=[], skipped=skipped, errors=[], started=started,
         duration_s=0.0, planned=planned, pending_by_type=by_type, pending=len(state.pending),
         running=len(state.running), pending_ids=frozenset(pending_jobs),
-        observed=jobs, digests_of=digests,
+        observed=jobs, digests_of=digests, settled=frozenset(settled),
     )
     requeues = plan_requeues(decisions, jobs, started, config, skipped, owned, capacity)
     result.planned_requeues = requeues

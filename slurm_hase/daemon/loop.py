@@ -311,7 +311,7 @@ class Daemon:
         # neither planned nor applied), its row written whole: the store equals the entry
         touched = set() if self.config.dry_run else (
             {jid for jid, _ in result.planned} | {jid for jid, _ in result.applied}
-            | set(result.requeued))
+            | set(result.requeued) | result.settled)
         owned_now = {jid: owned_row(self.owned[jid]) for jid in touched if jid in self.owned}
         # planned, not sent or refused, and never set by the daemon before: no longer ours
         not_ours = [jid for jid in touched if jid not in self.owned]

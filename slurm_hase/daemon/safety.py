@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from operator import attrgetter
 
@@ -80,6 +80,29 @@ def record_intent(owned: MutableMapping[str, OwnedAttrs], job_id: str,
         prev_nice=old.nice if update.nice is not None else old.prev_nice,
         prev_features=old.features if update.features is not None else old.prev_features)
     return before
+
+
+def settle_owned(owned: MutableMapping[str, OwnedAttrs] | None, jobs: Iterable[Job]
+                 ) -> set[str]:
+    """Drop the value kept from before an unknown outcome once Slurm shows the newer one: the
+    update landed, so the older value is the daemon's no longer (a user who sets it later is
+    obeyed). The ids of the entries changed."""
+    settled: set[str] = set()
+    if not owned:
+        return settled
+    for job in jobs:
+        mine = owned.get(job.job_id)
+        if mine is None or (mine.prev_nice is None and mine.prev_features is None):
+            continue
+        nice_landed = mine.prev_nice is not None and job.nice == mine.nice
+        features_landed = (mine.prev_features is not None and mine.features is not None
+                           and feature_set(job.features) == feature_set(mine.features))
+        if nice_landed or features_landed:
+            owned[job.job_id] = replace(
+                mine, prev_nice=None if nice_landed else mine.prev_nice,
+                prev_features=None if features_landed else mine.prev_features)
+            settled.add(job.job_id)
+    return settled
 
 
 def restore_owned(owned: MutableMapping[str, OwnedAttrs], job_id: str,

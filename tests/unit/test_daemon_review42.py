@@ -208,3 +208,30 @@ def test_a_moved_job_with_nothing_of_ours_left_is_forgotten_and_cycles_go_quiet(
         assert daemon.last_result is not None
         quiet += daemon.last_result.quiet
     assert quiet == 5
+
+
+def test_a_landed_update_of_unknown_outcome_stops_owning_the_older_value() -> None:
+    """Features=v100 lands but its answer times out: a100 (set before) and v100 both count as
+    the daemon's until an update is known to have landed. Slurm showing v100 is that proof;
+    before, a100 stayed the daemon's, and a user who set a100 later was overwritten."""
+    from tests.unit.test_faults_daemon import TimeoutAfterLanding
+
+    fb = TimeoutAfterLanding([pjob("1")], [gpu_node("a1", "a100"), gpu_node("v1", "v100")])
+    policy = Scripted([Decision("1", nice=10, gpu_types=("a100",))])
+    store = StateStore(":memory:")
+    daemon = Daemon(fb, policy, Est(), Clock(), store, CycleConfig(refresh_s=0), LoopSettings(),
+                    shares={"a": 1.0})
+    daemon.step()
+    fb.late = {"1"}
+    policy.decisions = [Decision("1", nice=20, gpu_types=("v100",))]
+    daemon.step()  # lands, the answer times out: both values the daemon's
+    assert fb.job_list[0].features == "v100" and daemon.owned["1"].prev_features == "a100"
+    fb.late = set()
+    daemon.step()  # nothing to send; Slurm shows v100: a100 is the daemon's no longer
+    assert daemon.last_result is not None and daemon.last_result.applied == []
+    assert daemon.owned["1"].prev_features is None
+    assert store.owned_rows()["1"] == (20, "v100", None, None)  # in the store too
+    fb.job_list[0] = replace(fb.job_list[0], features="a100")  # the user's choice
+    policy.decisions = [Decision("1", nice=40, gpu_types=("v100",))]
+    daemon.step()
+    assert fb.job_list[0].features == "a100"
