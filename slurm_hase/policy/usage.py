@@ -8,7 +8,7 @@ half-life h since the previous observation:
 
 so the result does not depend on how often observe is called while the job set is unchanged.
 Only the part of a job's life after max(previous observation, start_time) is counted. The
-first observe only sets the clock. The caller passes ``now``; nothing here reads a clock.
+first observe only sets the clock, as does one with a clock stepped back. The caller passes ``now``; nothing here reads a clock.
 """
 
 from __future__ import annotations
@@ -48,8 +48,10 @@ class UsageLedger:
         """Decay the ledger to `now` and add the service `running` delivered since last time."""
         last = self._last
         if last is None or now <= last:
-            # first call sets the clock; a clock that did not advance adds nothing
-            self._last = now if last is None else last
+            # first call sets the clock; a clock that did not advance adds nothing, and one
+            # stepped back (NTP after a bad jump ahead) is the new baseline: kept at the old
+            # time, every observation until the clock caught up with it again added nothing
+            self._last = now
             return
         h = self.half_life_s
         decay = 0.5 ** ((now - last) / h)

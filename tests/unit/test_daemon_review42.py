@@ -235,3 +235,18 @@ def test_a_landed_update_of_unknown_outcome_stops_owning_the_older_value() -> No
     policy.decisions = [Decision("1", nice=40, gpu_types=("v100",))]
     daemon.step()
     assert fb.job_list[0].features == "a100"
+
+
+def test_a_clock_stepped_back_is_the_ledgers_new_baseline() -> None:
+    """A clock 30 days ahead for one observation, then stepped back by NTP: the ledger kept the
+    bad time and counted nothing until the wall clock caught up with it."""
+    from slurm_hase.policy.types import RunningJob
+
+    job = RunningJob("9", "b", "u", "a100", 1, start_time=0.0, expected_end=1e9)
+    ledger = UsageLedger(7 * 86400.0)
+    ledger.observe([job], 1_000_000.0)
+    ledger.observe([job], 1_000_000.0 + 30 * 86400.0)
+    ledger.observe([job], 1_000_000.0 + 3600.0)  # stepped back
+    before = ledger.usage()["b"]
+    ledger.observe([job], 1_000_000.0 + 7200.0)
+    assert ledger.usage()["b"] > before and ledger.last_time == 1_000_000.0 + 7200.0
