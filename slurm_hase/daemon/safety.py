@@ -132,6 +132,12 @@ def lower_features(features: tuple[str, ...]) -> frozenset[str]:
     return frozenset(f.lower() for f in features)
 
 
+@lru_cache(maxsize=4096)
+def feature_spelling(features: tuple[str, ...], gtype: str) -> str:
+    """The feature of a node's Features that is GPU type `gtype` in any case, as spelt there."""
+    return next((f for f in features if f.lower() == gtype), gtype)
+
+
 def _parts(job: Job) -> tuple[str, ...]:
     return tuple(p for p in job.partition.split(",") if p)
 
@@ -143,6 +149,9 @@ class Capacity:
         # (partition or "*", type) -> (max GPUs on one node, total GPUs)
         self._cap: dict[tuple[str, str], tuple[int, int]] = {}
         self.types: set[str] = set()
+        # type (lower case) -> as node Features spell it: Slurm matches features by case, so
+        # a constraint names a type that way ("A100" where nodes say Features=A100)
+        self.spelled: dict[str, str] = {}
         for node in nodes:
             if not node.usable:
                 continue
@@ -151,11 +160,13 @@ class Capacity:
                 gtype = raw.lower()
                 if not gtype or count <= 0 or gtype not in feats:
                     continue
-                self.add(node.partitions, gtype, count)
+                self.add(node.partitions, gtype, count, feature_spelling(node.features, gtype))
 
-    def add(self, partitions: Iterable[str], gtype: str, count: int) -> None:
-        """Count `count` GPUs of `gtype` on one usable node of `partitions` (Features has gtype)."""
+    def add(self, partitions: Iterable[str], gtype: str, count: int, spelled: str = "") -> None:
+        """Count `count` GPUs of `gtype` on one usable node of `partitions` (Features has gtype,
+        spelled so: the first spelling seen is the one constraints use)."""
         self.types.add(gtype)
+        self.spelled.setdefault(gtype, spelled or gtype)
         cap = self._cap
         for part in (*partitions, "*"):
             per, tot = cap.get((part, gtype), (0, 0))
@@ -332,7 +343,7 @@ def _plan_features(dec: Decision, job: Job, rec: OwnedAttrs | None, owned_known:
         return None
     if dropped:
         notes.append((job.job_id, f"dropped unsatisfiable types {','.join(dropped)}"))
-    target = "|".join(wanted)
-    if feature_set(target) == feature_set(job.features):
-        return None
+    target = "|".join(cap.spelled.get(t, t) for t in wanted)
+    if frozenset(target.split("|")) == frozenset(job.features.strip().split("|")):
+        return None  # the same types in any order, spelt as the nodes spell them
     return target

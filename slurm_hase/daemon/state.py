@@ -27,7 +27,7 @@ from slurm_hase.daemon.records import (
     RuntimeEstimator,
     waits_on_other,
 )
-from slurm_hase.daemon.safety import Capacity, lower_features
+from slurm_hase.daemon.safety import Capacity, feature_spelling, lower_features
 from slurm_hase.policy.common import stale_entries_due
 from slurm_hase.policy.types import ClusterState, GpuPool, PendingJob, RunningJob
 from slurm_hase.predict.mig import gpu_share
@@ -107,7 +107,8 @@ def _cache_for(backend: object) -> StateCache:
     return cache
 
 
-CapPart = tuple[tuple[str, ...], tuple[tuple[str, int], ...]]  # partitions, (type, GPUs)
+# partitions, (type, GPUs, the type as the node's Features spell it)
+CapPart = tuple[tuple[str, ...], tuple[tuple[str, int, str], ...]]
 NodePart = tuple[tuple[tuple[str, int, int, int], ...], CapPart | None]
 PartTypes = dict[str, frozenset[str]]  # partition -> GPU types its usable nodes hold
 MpsUnits = dict[str, int]  # GPU type -> MPS units of one GPU, on its nodes with an MPS count
@@ -120,7 +121,7 @@ def _node_part(node: Node) -> NodePart:
     if not node.usable:
         return (), None
     entries = []
-    cap: list[tuple[str, int]] = []
+    cap: list[tuple[str, int, str]] = []
     feats: frozenset[str] | None = None
     gpus = node.gpus
     for raw_type, count in gpus.items():
@@ -132,7 +133,7 @@ def _node_part(node: Node) -> NodePart:
         if feats is None:
             feats = lower_features(node.features)
         if gtype in feats:
-            cap.append((gtype, count))
+            cap.append((gtype, count, feature_spelling(node.features, gtype)))
     return tuple(entries), ((node.partitions, tuple(cap)) if cap else None)
 
 
@@ -177,8 +178,8 @@ def _summarize(nodes: Sequence[Node], cache: StateCache | None = None) -> Summar
         for cp in cap_parts:
             if cp is not None:
                 node_partitions, counts = cp
-                for gtype, count in counts:
-                    cap.add(node_partitions, gtype, count)
+                for gtype, count, spelled in counts:
+                    cap.add(node_partitions, gtype, count, spelled)
     if cache is not None:
         cache.node_parts, cache.cap_parts = parts, cap_parts
     mps_units = {gtype: max(e[4] // e[5], 1) for gtype, e in acc.items() if e[5]}

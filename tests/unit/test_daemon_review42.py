@@ -250,3 +250,22 @@ def test_a_clock_stepped_back_is_the_ledgers_new_baseline() -> None:
     before = ledger.usage()["b"]
     ledger.observe([job], 1_000_000.0 + 7200.0)
     assert ledger.usage()["b"] > before and ledger.last_time == 1_000_000.0 + 7200.0
+
+
+def test_a_constraint_names_the_type_as_the_nodes_features_spell_it() -> None:
+    """Slurm matches features by case: on a cluster whose nodes say Gres=gpu:A100, Features=A100
+    (or gpu:a100 with Features=A100), `Features=a100` is refused (`Invalid feature
+    specification`, seen on 22.05). The daemon lower-cased every type it sent."""
+    nodes = [gpu_node("n1", "A100"), gpu_node("n2", "v100", features=("V100", "ib"))]
+    fb = FakeBackend([pjob("1"), pjob("2")], nodes)
+    policy = Scripted([Decision("1", nice=10, gpu_types=("a100", "v100")),
+                       Decision("2", nice=10, gpu_types=("v100",))])
+    owned: dict[str, object] = {}
+    res = run_cycle(fb, policy, Est(), Clock(), UsageLedger(3600.0), {}, CycleConfig(),
+                    owned=owned)  # type: ignore[arg-type]
+    assert {j: u.features for j, u in res.applied} == {"1": "A100|V100", "2": "V100"}
+    policy.decisions = [Decision("1", nice=10, gpu_types=("v100", "a100")),  # another order
+                        Decision("2", nice=10, gpu_types=("v100",))]
+    again = run_cycle(fb, policy, Est(), Clock(), UsageLedger(3600.0), {}, CycleConfig(),
+                      owned=owned)  # type: ignore[arg-type]
+    assert again.applied == []  # the same types: nothing sent
