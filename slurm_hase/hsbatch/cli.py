@@ -15,7 +15,19 @@ from collections.abc import Iterator, Sequence
 from typing import TextIO
 
 from slurm_hase.hsbatch.core import Deps, Io, run
-from slurm_hase.slurm.runner import RelayingRunner
+from slurm_hase.slurm.runner import RelayingRunner, ignored
+
+
+def _encoded(text: str, encoding: str) -> bytes:
+    """`text` in `encoding`: surrogates (bytes that came undecodable) as those bytes, and a
+    character the encoding lacks as a backslash escape."""
+    out = bytearray()
+    for char in text:
+        try:
+            out += char.encode(encoding, "surrogateescape")
+        except UnicodeEncodeError:
+            out += char.encode("ascii", "backslashreplace")
+    return bytes(out)
 
 
 def _read_stdin() -> str:
@@ -25,8 +37,9 @@ def _read_stdin() -> str:
 
 class ClosedPipeSafe:
     """A text stream whose writes stop quietly once its reader has gone (`hsbatch --help |
-    head`): the job may already be submitted, so hsbatch still exits with sbatch's code
-    instead of a BrokenPipeError traceback."""
+    head`) and never fail on a character the locale's encoding lacks: the job may already be
+    submitted, so hsbatch still exits with sbatch's code instead of a traceback. sbatch's own
+    output goes through `write_bytes`, byte for byte whatever the locale."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -36,9 +49,28 @@ class ClosedPipeSafe:
         if not self.closed_by_reader:
             try:
                 return self.stream.write(text)
+            except UnicodeEncodeError:  # hsbatch's own words, in a locale that cannot say them
+                if getattr(self.stream, "buffer", None) is None:
+                    self.write(text.encode("ascii", "backslashreplace").decode("ascii"))
+                else:
+                    self.write_bytes(_encoded(text, self.stream.encoding or "utf-8"))
             except BrokenPipeError:
                 self._reader_gone()
         return len(text)
+
+    def write_bytes(self, data: bytes) -> int:
+        """Write `data` as it is, after the text written before it (as text where the stream
+        has no bytes underneath: a caller's StringIO)."""
+        buffer = getattr(self.stream, "buffer", None)
+        if buffer is None:
+            self.write(data.decode("utf-8", "surrogateescape"))
+        elif not self.closed_by_reader:
+            try:
+                self.stream.flush()
+                buffer.write(data)
+            except BrokenPipeError:
+                self._reader_gone()
+        return len(data)
 
     def flush(self) -> None:
         if not self.closed_by_reader:
@@ -58,8 +90,9 @@ class ClosedPipeSafe:
 def _ctrl_c_goes_to_sbatch() -> Iterator[None]:
     """While sbatch runs, SIGINT does not stop hsbatch: a Ctrl-C reaches sbatch too (the same
     process group), which ends (with `--wait`, the job runs on), and its output, the job's id
-    with it, is still relayed. Before and after, Ctrl-C stops hsbatch as usual."""
-    if threading.current_thread() is not threading.main_thread():
+    with it, is still relayed. Before and after, Ctrl-C stops hsbatch as usual. A SIGINT the
+    user set to be ignored (a background job's) stays ignored, and sbatch inherits that."""
+    if threading.current_thread() is not threading.main_thread() or ignored(signal.SIGINT):
         yield
         return
     previous = signal.signal(signal.SIGINT, lambda signum, frame: None)
@@ -77,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     costs tens of milliseconds and does nothing hsbatch needs. Called with ``argv``, it returns.
     """
     args = list(sys.argv[1:] if argv is None else argv)
-    for stream in (sys.stdout, sys.stderr):  # sbatch's bytes back as they came (runner.py)
+    for stream in (sys.stdout, sys.stderr):  # undecodable argv bytes back as they came
         if isinstance(stream, io_module.TextIOWrapper):
             stream.reconfigure(errors="surrogateescape")
     out, err = ClosedPipeSafe(sys.stdout), ClosedPipeSafe(sys.stderr)
@@ -87,7 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     @contextlib.contextmanager
     def shield() -> Iterator[None]:
         # while sbatch runs: Ctrl-C reaches it through the process group, and a SIGTERM or
-        # SIGHUP sent to hsbatch alone is passed on to it (RelayingRunner)
+        # SIGHUP sent to hsbatch alone is passed on to it (RelayingRunner); an ignored
+        # signal stays ignored
         with _ctrl_c_goes_to_sbatch(), runner.relaying():
             yield
 

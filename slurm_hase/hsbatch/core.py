@@ -12,25 +12,26 @@ import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from slurm_hase.errors import DescriptorError, SlurmCommandError, SlurmError
 from slurm_hase.hsbatch.argv import HaseOptions, split_argv
 from slurm_hase.hsbatch.sbatch_opts import LONG_OPTIONS, REQUIRED, Scan
 from slurm_hase.hsbatch.script import (
     Header,
+    found_script,
     keep_copy,
     parse_header,
     read_once,
     read_script,
     readable_again,
+    remove_copies,
 )
 
 if TYPE_CHECKING:  # the rest loads only when a job carries a description (startup time)
     from slurm_hase.hsbatch.plan import PredictFn
-    from slurm_hase.hsbatch.request import Request
     from slurm_hase.predict.descriptor import WorkloadDescriptor
-    from slurm_hase.slurm.runner import Runner
+    from slurm_hase.slurm.runner import CommandResult, Runner
     from slurm_hase.slurm.types import Node, Partition
 
 REFUSED = "Batch job submission failed"  # sbatch's words when it submitted nothing
@@ -42,14 +43,34 @@ NO_NODES_FIT = ("Requested node configuration is not available",
                 "Node count specification invalid",
                 "Memory required by task is not available",
                 "More processors requested than permitted")
-SBATCH_TIMEOUT_S = 7 * 86400.0  # never cut sbatch short (--wait can block for days)
+# sbatch runs with no time limit: `--wait` blocks until the job ends, weeks later maybe, and a
+# cut-off would kill sbatch and lose the "Submitted batch job N" line it already printed
+NO_TIMEOUT = None
+VERSION_TIMEOUT_S = 30.0  # `sbatch --version`, asked only to read an option name
 WARN = "hsbatch: warning: "
+RELAYED_BYTES = ("utf-8", "surrogateescape")  # how runner.py decoded sbatch's bytes
 
 
 class TextSink(Protocol):
     """Where hsbatch writes text: a stream, or anything with its write."""
 
     def write(self, text: str, /) -> int: ...
+
+
+@runtime_checkable
+class ByteSink(Protocol):
+    """A sink that also takes raw bytes (the CLI's streams): sbatch's output goes there as
+    it came, whatever the locale's encoding."""
+
+    def write_bytes(self, data: bytes, /) -> int: ...
+
+
+class SbatchRunner(Protocol):
+    """A Runner (slurm.runner) that takes ``timeout_s=None`` as no time limit."""
+
+    def run(self, argv: Sequence[str], *, stdin: str | None = None,
+            env: Mapping[str, str] | None = None, timeout_s: float | None = 60.0,
+            cwd: str | None = None) -> CommandResult: ...
 
 
 class Io:
@@ -72,7 +93,7 @@ class Deps:
     __slots__ = ("runner", "sbatch", "cluster", "predictor", "cache", "shield")
 
     def __init__(
-        self, runner: Runner, sbatch: str = "sbatch",
+        self, runner: SbatchRunner, sbatch: str = "sbatch",
         cluster: Callable[[Runner], tuple[Sequence[Node], Sequence[Partition]]] | None = None,
         predictor: Callable[[str | None], PredictFn] | None = None, cache: bool = False,
         shield: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
@@ -89,13 +110,11 @@ class Deps:
 
 def run(argv: Sequence[str], io: Io, deps: Deps) -> int:
     """One hsbatch invocation; returns the exit code (sbatch's, or 2 for a bad description)."""
-    copies: list[str] = []  # scripts read once (a pipe), kept for sbatch until it returns
+    copies: list[str] = []  # files read once (a pipe), kept for sbatch until it returns
     try:
         return _run(argv, io, deps, copies)
     finally:
-        for path in copies:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+        remove_copies(copies)
 
 
 def _sbatch_version(deps: Deps) -> Callable[[], tuple[int, int] | None]:
@@ -107,7 +126,7 @@ def _sbatch_version(deps: Deps) -> Callable[[], tuple[int, int] | None]:
         from slurm_hase.slurm.parse_text import parse_version
 
         try:
-            res = deps.runner.run([deps.sbatch, "--version"], timeout_s=30)
+            res = deps.runner.run([deps.sbatch, "--version"], timeout_s=VERSION_TIMEOUT_S)
             return parse_version(res.stdout).tuple if res.returncode == 0 else None
         except SlurmError:
             return None
@@ -133,27 +152,36 @@ def _run(argv: Sequence[str], io: Io, deps: Deps, copies: list[str]) -> int:
             io.out.write(HELP)
         return code
     sb_argv = readable_again(sb_argv, sc.opts, copies)
+    if sc.script_index is None and not sc.has("wrap") and _value_missing(sc):
+        # sbatch refuses it at once ("option requires an argument"), before reading stdin:
+        # hsbatch must not wait for a script on stdin first (a terminal would seem to hang)
+        return _sbatch(deps, sb_argv, None, io)
+    if unknown := _unknown_options(sc):
+        # hsbatch cannot tell whether such an option takes the next word as its value
+        # (`--container-image IMG job.sh`), so which word is the script: sbatch decides. It
+        # refuses a bad option at once, or reads the script (from stdin itself, with none
+        # named), and the job goes as it is (a pipe still as a copy: sbatch could not read it).
+        # The warning follows an accepted job only: a refusal reads exactly as sbatch's
+        index = sc.script_index
+        if index is not None and found_script(sb_argv[index], sc.last("chdir"),
+                                              io.env.get("PATH")) is None:
+            sb_argv, _ = _pipe_copied(sb_argv, index, copies)
+        code = _sbatch(deps, sb_argv, None, io)
+        if code == 0:
+            io.err.write(f"{WARN}hsbatch does not know {', '.join(unknown)}; the job went to "
+                         "sbatch as it is, without a workload description\n")
+        return code
     stdin_text: str | None = None
     label, text = "script", None
     if sc.script_index is not None:
         label = sb_argv[sc.script_index]
-        once = read_once(label)
-        if once is None:
-            text = read_script(label)
-        else:  # sbatch gets a copy: it could not read the pipe again
-            copies.append(keep_copy(once))
-            sb_argv = [*sb_argv[:sc.script_index], copies[-1], *sb_argv[sc.script_index + 1:]]
-            text = once.decode("utf-8", "replace")
-    elif not sc.has("wrap") and _value_missing(sc):
-        # sbatch refuses it at once ("option requires an argument"), before reading stdin:
-        # hsbatch must not wait for a script on stdin first (a terminal would seem to hang)
-        return _sbatch(deps, sb_argv, None, io)
-    elif not sc.has("wrap") and (unknown := _unknown_options(sc)):
-        # sbatch decides: it refuses a bad option before reading any script, or reads stdin
-        # itself for an option newer than hsbatch's table (the job goes as it is)
-        io.err.write(f"{WARN}hsbatch does not know {', '.join(unknown)}; the job goes to "
-                     "sbatch as it is, without a workload description\n")
-        return _sbatch(deps, sb_argv, None, io)
+        # the file sbatch reads: a relative name is looked for in the -D directory and PATH
+        found = found_script(label, sc.last("chdir"), io.env.get("PATH"))
+        if found is not None:
+            text = read_script(found)
+        else:
+            sb_argv, text = _pipe_copied(sb_argv, sc.script_index, copies)
+            text = read_script(label) if text is None else text
     elif not sc.has("wrap"):
         # bytes that are not UTF-8 stay as surrogates and reach sbatch as they came (runner.py)
         stdin_text = text = io.read_stdin()
@@ -172,8 +200,11 @@ def _run(argv: Sequence[str], io: Io, deps: Deps, copies: list[str]) -> int:
         return exc.exit_code
     for lineno in header.late_hase:
         io.err.write(f"{WARN}{label} line {lineno}: #HASE after the first command is ignored\n")
-    extra = (_additions(sc, hopts, header, req, desc, comment, io, deps)
-             if desc is not None and req is not None else [])
+    extra: list[str] = []
+    if desc is not None and req is not None:
+        from slurm_hase.hsbatch.additions import additions  # described jobs only
+
+        extra = additions(sc, hopts, header, req, desc, comment, io, deps)
     if desc is None and hopts.explain:
         io.err.write("hsbatch: no workload description; the scheduler will describe this job "
                      "by its history (same user and job name)\n")
@@ -184,6 +215,20 @@ def _run(argv: Sequence[str], io: Io, deps: Deps, copies: list[str]) -> int:
                      for a in extra if not a.startswith("--constraint=")]
     return _sbatch(deps, [*extra, *sb_argv], stdin_text, io,
                    retry=[*unconstrained, *sb_argv] if len(unconstrained) < len(extra) else None)
+
+
+def _pipe_copied(sb_argv: list[str], index: int,
+                 copies: list[str]) -> tuple[list[str], str | None]:
+    """`sb_argv` with its script (at `index`, not found_script's) replaced by a private copy of
+    the same base name where it can be read only once (a pipe or FIFO, which sbatch could not
+    read again), and the script's text; (`sb_argv`, None) for any other script."""
+    label = sb_argv[index]
+    once = read_once(label)
+    if once is None:
+        return sb_argv, None
+    copy = keep_copy(once, os.path.basename(label))
+    copies.extend([copy, os.path.dirname(copy)])
+    return [*sb_argv[:index], copy, *sb_argv[index + 1:]], once.decode("utf-8", "replace")
 
 
 def _unknown_options(sc: Scan) -> list[str]:
@@ -237,82 +282,6 @@ def _describe(hopts: HaseOptions, header: Header, label: str, job_gpus: int | No
     return desc
 
 
-def _additions(
-    sc: Scan, hopts: HaseOptions, header: Header, req: Request, desc: WorkloadDescriptor,
-    comment: str | None, io: Io, deps: Deps,
-) -> list[str]:
-    """Arguments to put before the user's; [] on any failure (with one warning line)."""
-    from slurm_hase.hsbatch import plan
-    from slurm_hase.hsbatch.judge import judge, why_no_prediction
-
-    test_only = sc.has("test-only")
-    constrain = plan.may_constrain(req, test_only=test_only, het=sc.het or header.het,
-                                   enabled=not hopts.no_constraint,
-                                   pbs=header.pbs and not req.ignore_pbs)
-    attach = not test_only and req.comment is None
-    head: list[str] = []
-    if not test_only:
-        if req.comment is not None:
-            io.err.write(f"{WARN}--comment is already set, so the workload description is not "
-                         "attached (the scheduler will use the job's history)\n")
-        if desc.checkpoint:
-            if req.requeue is False:
-                io.err.write(f"{WARN}checkpoint=yes with --no-requeue: Slurm may not requeue the "
-                             "job, so the scheduler will never rotate it\n")
-            elif req.requeue is None:
-                head.append("--requeue")
-    if not (constrain or hopts.explain):
-        return ([f"--comment={comment}"] if attach else []) + head
-    # narrowing by speed only where the daemon can see it was ours (in the description)
-    slack, bad_slack = plan.speed_slack(io.env) if attach else (0.0, None)
-    if bad_slack:
-        io.err.write(f"{WARN}{bad_slack}\n")
-    try:
-        rows, notes = judge(req, desc, hopts, deps, io.env, slack)
-    except Exception as exc:  # fail-open: predictor, model file or Slurm query broke
-        # the description stands without a prediction: the daemon predicts with its own model
-        io.err.write(f"{WARN}{why_no_prediction(exc)}; submitting without a GPU-type constraint"
-                     f"{' (the description is attached)' if attach else ''}\n")
-        return ([f"--comment={comment}"] if attach else []) + head
-    constraint, reason = plan.choose_constraint(rows) if constrain else (None, None)
-    if reason and constrain:
-        notes.append(reason)
-    if req.held and not hopts.no_constraint:
-        notes.append("held job (--hold): no GPU-type constraint added, since sbatch does not "
-                     "check that nodes meet one for a held job")
-    impossible = plan.why_nothing_fits(rows, plan.min_memory_gb(desc, plan.params_m(desc)),
-                                        req.time_limit_s)
-    if impossible:
-        io.err.write(f"{WARN}{impossible}; submitting it as asked\n")
-    if constraint and attach:
-        marked = _marked(desc, constraint)
-        if marked is None:  # unrecorded, the daemon would take it for the user's own for good
-            io.err.write(f"{WARN}the description leaves no room in the comment to record the "
-                         f"GPU-type constraint ({constraint}), so none is added (the scheduler "
-                         "daemon chooses the type)\n")
-            constraint = None
-        else:
-            comment = marked
-    extra = ([f"--comment={comment}"] if attach else []) + head
-    if constraint:
-        extra.append(f"--constraint={constraint}")
-    if hopts.explain:
-        from slurm_hase.hsbatch.text import explain_table
-
-        io.err.write(explain_table(rows, comment if attach else None, constraint, notes))
-    return extra
-
-
-def _marked(desc: WorkloadDescriptor, constraint: str) -> str | None:
-    """The comment with the constraint hsbatch added recorded in it (None if it cannot be)."""
-    from dataclasses import replace
-
-    try:
-        return replace(desc, auto_types=tuple(constraint.split("|"))).to_comment()
-    except DescriptorError:
-        return None
-
-
 def _sbatch(deps: Deps, args: Sequence[str], stdin: str | None, io: Io,
             retry: Sequence[str] | None = None) -> int:
     """Run sbatch and relay its output and exit status untouched. `retry`: the arguments
@@ -322,25 +291,33 @@ def _sbatch(deps: Deps, args: Sequence[str], stdin: str | None, io: Io,
     constraint that leaves too few nodes of the job's shape, say)."""
     try:
         with deps.shield():
-            result = deps.runner.run([deps.sbatch, *args], stdin=stdin,
-                                     timeout_s=SBATCH_TIMEOUT_S)
+            result = deps.runner.run([deps.sbatch, *args], stdin=stdin, timeout_s=NO_TIMEOUT)
         if retry is not None and result.returncode != 0 and _no_nodes_fit(result.stderr):
             why = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else ""
             io.err.write(f"{WARN}sbatch refused the job with the GPU-type constraint hsbatch "
                          f"added ({why}); submitting it without that constraint\n")
             with deps.shield():
                 result = deps.runner.run([deps.sbatch, *retry], stdin=stdin,
-                                         timeout_s=SBATCH_TIMEOUT_S)
+                                         timeout_s=NO_TIMEOUT)
     except SlurmCommandError as exc:
         io.err.write(f"hsbatch: {exc.stderr}\n")
         return exc.returncode
     except SlurmError as exc:
         io.err.write(f"hsbatch: error: {exc}\n")
         return 1
-    io.out.write(result.stdout)
-    io.err.write(result.stderr)
+    _relay(io.out, result.stdout)
+    _relay(io.err, result.stderr)
     rc = result.returncode
     return 128 - rc if rc < 0 else rc
+
+
+def _relay(sink: TextSink, text: str) -> None:
+    """sbatch's output as it came: its very bytes where the sink takes bytes (in a Latin-1
+    locale `café` stays UTF-8 and `名前` cannot fail to encode), else the text."""
+    if isinstance(sink, ByteSink):
+        sink.write_bytes(text.encode(*RELAYED_BYTES))
+    else:
+        sink.write(text)
 
 
 def _no_nodes_fit(stderr: str) -> bool:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from slurm_hase.hsbatch.sbatch_opts import Scan, scan
+from slurm_hase.hsbatch.script import C_SPACE, HET_WORDS
 
 GPU_OPTIONS = ("gpus", "gpus-per-node", "gpus-per-task", "gpus-per-socket", "gres")
 ENV_NAMES: dict[str, str] = {
@@ -43,7 +44,7 @@ class Request(NamedTuple):
     gpus: int | None = None  # GPUs the job asks for in all, where that is plain (gpu_count)
     held: bool = False  # submitted held (--hold / -H): sbatch then checks no node configuration
     # sbatch ignores the script's #PBS lines: --ignore-pbs on the command line or in an #SBATCH
-    # line, or SBATCH_IGNORE_PBS set to anything but "" (checked on Slurm 22.05)
+    # line, or SBATCH_IGNORE_PBS set as sbatch sets a flag from a variable (env_flag_set)
     ignore_pbs: bool = False
 
     @property
@@ -63,11 +64,24 @@ def effective(name: str, cli: Scan, env: Mapping[str, str], script: Scan) -> str
 
 
 def directive_scan(directives: Sequence[Sequence[str]]) -> Scan:
-    """All options of the ``#SBATCH`` lines (each line is parsed on its own, as sbatch does)."""
+    """All options of the ``#SBATCH`` lines. sbatch parses the words of all the lines of one
+    het component as one argument list (``--comment`` at the end of a line takes the next
+    line's first word); a line that starts with ``hetjob`` starts the next component."""
     out = Scan()
-    for words in directives:
-        out.opts.extend(scan(list(words)).opts)
+    for words in het_components(directives):
+        out.opts.extend(scan(words).opts)
     return out
+
+
+def het_components(directives: Sequence[Sequence[str]]) -> list[list[str]]:
+    """The directive words of each het component, joined across lines."""
+    components: list[list[str]] = [[]]
+    for words in directives:
+        if words and words[0] in HET_WORDS:
+            components.append(list(words[1:]))
+        else:
+            components[-1].extend(words)
+    return components
 
 
 def build_request(
@@ -103,8 +117,20 @@ def build_request(
         gpus=gpu_count(cli, env, script),
         held=effective("hold", cli, env, script) is not None,
         ignore_pbs=(cli.has("ignore-pbs") or script.has("ignore-pbs")
-                    or bool(env.get("SBATCH_IGNORE_PBS"))),
+                    or env_flag_set(env.get("SBATCH_IGNORE_PBS"))),
     )
+
+
+def env_flag_set(value: str | None) -> bool:
+    """Whether sbatch (22.05, slurm_opt.c) sets a flag option from its variable's `value`: when
+    it is empty, ``yes`` in any case, or a whole number (strtol: blanks and a sign first, all
+    of it read) that is not zero. Any other value (``0``, ``no``, ``true``, ``1.0``) resets it."""
+    if value is None:
+        return False
+    if value == "" or value.lower() == "yes":
+        return True
+    number = re.fullmatch(f"[{re.escape(C_SPACE)}]*[+-]?([0-9]+)", value)  # strtol skips C_SPACE
+    return number is not None and int(number.group(1)) != 0
 
 
 def gpu_count(cli: Scan, env: Mapping[str, str], script: Scan) -> int | None:

@@ -1,8 +1,8 @@
 """Read a batch script's header: ``#SBATCH`` directives (to see what the user asked for) and
 ``#HASE key=value`` lines. The script itself is never rewritten; sbatch reads it as it is.
 
-Like sbatch, the header ends at the first line that is neither blank nor a comment; ``#HASE``
-lines after it are reported (hsbatch warns), not used.
+Like sbatch, the header ends at the first line that is neither blank (C's blanks only) nor a
+comment; ``#HASE`` lines after it are reported (hsbatch warns), not used.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ PBS_MAGIC = "#PBS"  # sbatch reads these too (unless --ignore-pbs); hsbatch does
 BSUB_MAGIC = "#BSUB"  # LSF's, read by sbatch as it reads #PBS (-q is the partition)
 HASE_MAGIC = "#HASE"
 HET_WORDS = ("hetjob", "packjob")
+# what sbatch skips before deciding a line is a command (C's isspace): not U+00A0 nor \x1c,
+# which str.strip() also takes for blanks
+C_SPACE = " \t\n\v\f\r"
 
 
 class HaseLine(NamedTuple):
@@ -77,7 +80,7 @@ def parse_header(text: str, label: str) -> Header:
     # U+2028 and the like, ending the header early and missing the directives after them)
     for lineno, raw in enumerate(text.split("\n"), start=1):
         line = raw.rstrip("\r")
-        stripped = line.strip()
+        stripped = line.lstrip(C_SPACE)
         if in_header and stripped and not stripped.startswith("#"):
             in_header = False
         rest = _magic(line, HASE_MAGIC)
@@ -121,6 +124,26 @@ def _hase_pairs(rest: str, lineno: int, line: str, label: str) -> list[HaseLine]
     return pairs
 
 
+def found_script(name: str, chdir: str | None, path_env: str | None) -> str | None:
+    """The file sbatch (22.05, proc_args.c search_path) reads for the script `name`, where it
+    searches: a name that starts with '.' or '/' is not searched (None: it is read as given);
+    otherwise the first readable regular file `name` in the --chdir/-D directory (else the
+    current one), then in each directory of `path_env` (PATH; one starting with '.' taken
+    inside the first directory). None when there is none: sbatch then reads `name` as given,
+    from the current directory (a FIFO or pipe among them)."""
+    if name.startswith((".", "/")):
+        return None
+    first = os.path.abspath(chdir) if chdir is not None else os.getcwd()
+    for folder in [first, *(p for p in (path_env or "").split(":") if p)]:
+        full = f"{first}/{folder}/{name}" if folder.startswith(".") else f"{folder}/{name}"
+        try:
+            if os.access(full, os.R_OK) and stat.S_ISREG(os.stat(full).st_mode):
+                return full
+        except (OSError, ValueError):
+            continue
+    return None
+
+
 def read_script(path: str) -> str | None:
     """The script's text for scanning; None if it cannot be read (sbatch will say why)."""
     try:
@@ -145,15 +168,36 @@ def read_once(path: str) -> bytes | None:
         return None
 
 
-def keep_copy(data: bytes) -> str:
-    """A private temporary file holding `data` (a script read once), for sbatch to read; the
-    caller removes it once sbatch has returned (sbatch sends the script's text to Slurm)."""
+def keep_copy(data: bytes, name: str | None = None) -> str:
+    """A private temporary file (mode 0600) holding `data` (a file read once), for sbatch to
+    read; the caller removes it once sbatch has returned (sbatch sends a script's text to
+    Slurm). `name`: the copy's base name, in a private directory made for it (the caller
+    removes that too): a script's copy keeps the script's name, which is sbatch's default job
+    name (``%x`` in output paths, ``--dependency=singleton``)."""
     import tempfile
 
-    fd, path = tempfile.mkstemp(prefix="hsbatch-", suffix=".sh")
+    if name is None:
+        fd, path = tempfile.mkstemp(prefix="hsbatch-", suffix=".sh")
+    else:
+        folder = tempfile.mkdtemp(prefix="hsbatch-")  # mode 0700
+        path = os.path.join(folder, name if name not in ("", ".", "..") else "script")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
     return path
+
+
+def remove_copies(paths: Sequence[str]) -> None:
+    """Remove the copies keep_copy made, in order: files, and the (then empty) directories
+    made for them."""
+    for path in paths:
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.rmdir(path)
+            else:
+                os.unlink(path)
+        except OSError:
+            continue
 
 
 def inherited_fd(value: str) -> int | None:

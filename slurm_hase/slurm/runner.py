@@ -64,10 +64,11 @@ class SubprocessRunner:
         return self._run(argv, stdin, env, timeout_s, cwd)
 
     def _run(self, argv: Sequence[str], stdin: str | None, env: Mapping[str, str] | None,
-             timeout_s: float, cwd: str | None,
+             timeout_s: float | None, cwd: str | None,
              started: Callable[[subprocess.Popen[bytes]], None] | None = None) -> CommandResult:
         """`run`, what subprocess.run does (stdin inherited when None; on a timeout the command
-        is killed and reaped), handing the started process to `started` first."""
+        is killed and reaped; `timeout_s` None: no limit), handing the started process to
+        `started` first."""
         with _command_errors(argv, timeout_s), subprocess.Popen(  # noqa: S603 - argv list
                 list(argv), stdin=None if stdin is None else subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self._env(env),
@@ -100,12 +101,12 @@ class SubprocessRunner:
 
 
 @contextlib.contextmanager
-def _command_errors(argv: Sequence[str], timeout_s: float) -> Iterator[None]:
+def _command_errors(argv: Sequence[str], timeout_s: float | None) -> Iterator[None]:
     """Starting or waiting for `argv` failed: the typed error, with the shell's exit codes."""
     try:
         yield
     except subprocess.TimeoutExpired as exc:
-        raise SlurmTimeoutError(list(argv), timeout_s) from exc
+        raise SlurmTimeoutError(list(argv), timeout_s or 0.0) from exc
     except FileNotFoundError as exc:
         raise SlurmCommandError(list(argv), 127, f"{argv[0]}: command not found") from exc
     except OSError as exc:  # not executable, a folder, ...: the shell's "cannot execute"
@@ -123,7 +124,10 @@ class RelayingRunner(SubprocessRunner):
     """A SubprocessRunner that, inside `relaying()` and on the main thread, passes the SIGTERM
     and SIGHUP this process gets on to the command it runs, and waits for it to end (hsbatch:
     a `kill` of hsbatch reaches sbatch, whose output, the job id with it, is still relayed;
-    otherwise sbatch would be left running with nobody reading what it says)."""
+    otherwise sbatch would be left running with nobody reading what it says). A signal this
+    process ignores (``nohup``, ``trap '' HUP``) gets no handler: the command inherits the
+    ignore, as it would under plain sbatch. ``timeout_s=None``: no time limit (``sbatch
+    --wait`` may wait for weeks)."""
 
     RELAYED = (signal.SIGTERM, signal.SIGHUP)
 
@@ -147,11 +151,11 @@ class RelayingRunner(SubprocessRunner):
         *,
         stdin: str | None = None,
         env: Mapping[str, str] | None = None,
-        timeout_s: float = 60.0,
+        timeout_s: float | None = 60.0,
         cwd: str | None = None,
     ) -> CommandResult:
         if not self._relay or threading.current_thread() is not threading.main_thread():
-            return super().run(argv, stdin=stdin, env=env, timeout_s=timeout_s, cwd=cwd)
+            return self._run(argv, stdin, env, timeout_s, cwd)
         child: list[subprocess.Popen[bytes]] = []
         early: list[int] = []  # came before the command started: passed on once it has
 
@@ -168,9 +172,14 @@ class RelayingRunner(SubprocessRunner):
             for signum in early:
                 proc.send_signal(signum)
 
-        previous = {s: signal.signal(s, relay) for s in self.RELAYED}
+        previous = {s: signal.signal(s, relay) for s in self.RELAYED if not ignored(s)}
         try:
             return self._run(argv, stdin, env, timeout_s, cwd, started)
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
+
+
+def ignored(signum: int) -> bool:
+    """Whether this process ignores `signum` (its handler is SIG_IGN)."""
+    return signal.getsignal(signum) == signal.SIG_IGN
