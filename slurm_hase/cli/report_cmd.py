@@ -52,8 +52,9 @@ class Inputs:
     node_types: dict[str, str]
     queue: list[Job] | None = None  # squeue's jobs (live mode), for "pending now"
     # every account Slurm knows (sacctmgr), asked only when a warning needs it; None: cannot
-    # tell (a saved file, sacctmgr failing). Not the shares' keys: those lack root and accounts
-    # whose fairshare is `parent` and that have no users
+    # tell (a saved file, sacctmgr failing). Not the shares' keys: those lack root (when no
+    # user sits directly under it) and accounts whose fairshare is `parent` and that have no
+    # users
     known_accounts: Callable[[], set[str] | None] = _cannot_tell
     node_mps: dict[str, int] = field(default_factory=dict)  # node -> MPS count of one GPU
 
@@ -182,11 +183,13 @@ def build_report(since: str | None, until: str | None, accounts: str, weights: s
     if share_map is None:
         share_map = inputs.shares
     guess_from = inputs.records if input_path is not None else found
+    # a job still running counts to when sacct was asked; a saved file does not say when
+    queried_at = at if input_path is None else None
 
     def make(w: dict[str, float] | None) -> FairnessReport:
         return fairness_report(found, speed_weights=w, shares=share_map,
                                node_types=inputs.node_types, window=clip, guess_from=guess_from,
-                               node_mps=inputs.node_mps)
+                               node_mps=inputs.node_mps, queried_at=queried_at)
 
     types = make(None).gpu_types
     if weights == "none":

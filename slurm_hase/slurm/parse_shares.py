@@ -25,8 +25,12 @@ def parse_sacctmgr_shares(raw: str) -> dict[str, float]:
     part here is what its users hold there. A *user* whose share is ``parent`` is judged by
     its account's own fairshare (sacctmgr(1); sshare shows the account's NormShares on that
     user's row) without taking from its siblings: an account with one keeps its whole part.
-    The tree root ``root``, ``parent`` accounts without users and accounts none of whose
-    ancestors reaches root are left out.
+    Users directly under root (Slurm's default user ``root``) are siblings of root's
+    sub-accounts, as in every other account: their part is the account ``root``'s (with
+    ``root||root|1`` beside teama 60 and teamb 40, root 1 of 101), so every share divides by
+    the same sum Slurm's does. Root without such users (or with users of share 0 only),
+    ``parent`` accounts without users and accounts none of whose ancestors reaches root are
+    left out.
     """
     accounts: dict[str, tuple[str, float | None]] = {}  # account -> (parent, share or None)
     users: dict[str, float] = {}  # account -> its users' shares, summed
@@ -130,4 +134,6 @@ def _tree_shares(accounts: Mapping[str, tuple[str, float | None]],
         # shows the account's NormShares on that user's row): the account keeps its whole part
         keep_all = below <= 0 or own >= below or account in parent_users
         shares[account] = mine if keep_all else mine * own / below
+    if users.get("root", 0.0) > 0:  # root's own users: the part root keeps of itself
+        shares["root"] = users["root"]
     return shares

@@ -61,7 +61,7 @@ def test_shares_are_this_clusters_in_a_shared_database(
     assert fresh.cluster_name() == "hase"
     assert here == fresh.account_shares("hase")
     assert OTHER_ACCOUNT not in here and here["teama"] == 60.0
-    assert fresh.account_shares(OTHER) == {"teama": 5.0, OTHER_ACCOUNT: 99.0}
+    assert fresh.account_shares(OTHER) == {"teama": 5.0, OTHER_ACCOUNT: 99.0, "root": 1.0}
 
 
 def test_accounts_of_another_cluster_are_not_this_ones(
@@ -83,7 +83,7 @@ def test_report_entitlement_in_a_shared_database(
         slurm_backend: CommandBackend, slurm_env: dict[str, str], jobs: list[str],
         other_cluster: None) -> None:
     """`hase report fairness` (no --cluster) gives teama this cluster's entitlement,
-    60 / (60 + 40), and no row for the other cluster's account."""
+    60 / (60 + 40 + 1: root's own user), and no row for the other cluster's account."""
     job_id = slurm_backend.submit([*QUIET, "-A", "teama", "-J", "it-multicluster", "-G1",
                                    "--wrap", "sleep 1"], None)
     jobs.append(job_id)
@@ -93,7 +93,8 @@ def test_report_entitlement_in_a_shared_database(
     assert res.returncode == 0, res.stderr
     rows = {row["account"]: row for row in json.loads(res.stdout)["accounts"]}
     assert OTHER_ACCOUNT not in rows
-    assert rows["teama"]["entitlement"] == pytest.approx(60 / (60 + 40))
+    # root's own user (share 1) is a sibling of teama and teamb, as in Slurm (session 42)
+    assert rows["teama"]["entitlement"] == pytest.approx(60 / (60 + 40 + 1))
 
 
 def test_shares_with_slurmctld_down(local_cluster: LocalCluster, slurm_env: dict[str, str],
@@ -105,12 +106,12 @@ def test_shares_with_slurmctld_down(local_cluster: LocalCluster, slurm_env: dict
         down = CommandBackend(slurm_backend.runner)
         with pytest.raises(SlurmUnavailableError):
             down.cluster_name()
-        assert down.account_shares() == {"teama": 60.0, "teamb": 40.0}
+        assert down.account_shares() == {"teama": 60.0, "teamb": 40.0, "root": 1.0}
         _sacctmgr(slurm_env, "add", "cluster", OTHER)
         try:
             with pytest.raises(SlurmError, match=f"holds clusters hase, {OTHER} .*--cluster"):
                 down.account_shares()
-            assert down.account_shares("hase") == {"teama": 60.0, "teamb": 40.0}
+            assert down.account_shares("hase") == {"teama": 60.0, "teamb": 40.0, "root": 1.0}
         finally:
             _sacctmgr(slurm_env, "delete", "cluster", OTHER)
     finally:
@@ -130,7 +131,7 @@ def test_a_user_whose_share_is_parent(slurm_backend: CommandBackend,
     try:
         _sacctmgr(slurm_env, "add", "user", "root", "account=hase-sub")
         assert slurm_backend.account_shares() == {"teama": 15.0, "hase-sub": 45.0,
-                                                  "teamb": 40.0}
+                                                  "teamb": 40.0, "root": 1.0}
         _sacctmgr(slurm_env, "add", "user", "hase-parent-user", "account=teama",
                   "fairshare=parent")
         listed = subprocess.run(["sacctmgr", "show", "assoc", "format=account,user,share",
@@ -138,7 +139,7 @@ def test_a_user_whose_share_is_parent(slurm_backend: CommandBackend,
                                 timeout=60, check=True).stdout
         assert "teama|hase-parent-user|parent" in listed.splitlines()
         assert slurm_backend.account_shares() == {"teama": 60.0, "hase-sub": 45.0,
-                                                  "teamb": 40.0}
+                                                  "teamb": 40.0, "root": 1.0}
     finally:
         subprocess.run(["sacctmgr", "-i", "delete", "user", "hase-parent-user"], env=slurm_env,
                        capture_output=True, text=True, timeout=60, check=False)

@@ -75,14 +75,14 @@ def _usage(monkeypatch: pytest.MonkeyPatch, backend: Backend, accounts: str) -> 
 
 
 def test_sacctmgr_accounts_capture_lists_root(fixtures_dir: Path) -> None:
-    """The local cluster's `sacctmgr show account` (capture-local.sh): root is an account, though
-    the shares leave it out."""
+    """The local cluster's `sacctmgr show account` (capture-local.sh): root is an account, and
+    in the shares its own user's part (root||root|1, beside teama and teamb)."""
     from slurm_hase.slurm.parse_sacct_text import parse_sacctmgr_accounts
 
     raw = (fixtures_dir / "slurm" / LOCAL / "sacctmgr-accounts.txt").read_text()
     assert parse_sacctmgr_accounts(raw) == {"root", "teama", "teamb"}
     shares = parse_sacctmgr_shares((fixtures_dir / "slurm" / LOCAL / "sacctmgr-shares.txt").read_text())
-    assert "root" not in shares
+    assert shares["root"] == 1.0
     assert parse_sacctmgr_accounts("") == set()
     with pytest.raises(SlurmParseError):
         parse_sacctmgr_accounts("root\ntea")  # cut mid-record
@@ -94,10 +94,9 @@ def test_sacctmgr_accounts_capture_lists_root(fixtures_dir: Path) -> None:
 def test_root_and_parent_share_accounts_are_known(monkeypatch: pytest.MonkeyPatch,
                                                   account: str) -> None:
     """sacctmgr lists root and `parent`-share accounts; neither is a reason to warn that Slurm
-    does not know the account. The shares leave root out; a `parent` account's users hold
-    their share in its parent's pool (here alice's 1 of root's)."""
-    assert parse_sacctmgr_shares(PARENT_ASSOC).get(account) == (None if account == "root"
-                                                                else 1.0)
+    does not know the account. Root's own user holds its 1 of root's; a `parent` account's
+    users hold their share in its parent's pool (here alice's 1 of root's)."""
+    assert parse_sacctmgr_shares(PARENT_ASSOC).get(account) == 1.0
     backend = Backend(PARENT_ASSOC, PARENT_ACCOUNTS)
     res = _usage(monkeypatch, backend, account)
     assert res.exit_code == 0, res.output
@@ -221,9 +220,10 @@ def test_live_account_filter_uses_sacctmgr_shares_of_every_account(
     res = CliRunner().invoke(cli, ["report", "fairness", "--since", "1970-01-01", "--account",
                                    "teama", "--json"])
     [teama] = json.loads(res.stdout)["accounts"]
-    # physics' share is `parent`: its user alice holds her 1 beside teama's 60 and teamb's 40
-    assert teama["entitlement"] == pytest.approx(60 / 101)
-    assert teama["ratio"] == pytest.approx(101 / 60)
+    # physics' share is `parent`: its user alice holds her 1 beside teama's 60, teamb's 40
+    # and root's own user's 1
+    assert teama["entitlement"] == pytest.approx(60 / 102)
+    assert teama["ratio"] == pytest.approx(102 / 60)
 
 
 def test_entitlements_follow_the_account_tree(fixtures_dir: Path) -> None:
@@ -238,7 +238,7 @@ def test_entitlements_follow_the_account_tree(fixtures_dir: Path) -> None:
                              start_time=0, end_time=3600, elapsed_s=3600, alloc_gpus={"t4": 1},
                              nodes="t4-1") for i, account in enumerate(("physa", "teama"))]
     rows = {r.account: r for r in fairness_report(recs, shares=tree).accounts}
-    total = 0.4 + 0.6 + 60 + 40  # every account's part of the tree (root and physb left out)
+    total = 1 + 0.4 + 0.6 + 60 + 40  # every part of root's 102 (root's own user's 1 too)
     assert rows["physa"].entitlement == pytest.approx(0.6 / total)
     assert rows["teama"].entitlement == pytest.approx(60 / total)
     assert rows["physa"].ratio == pytest.approx(0.5 / (0.6 / total))

@@ -227,14 +227,19 @@ def test_only_users_keeps_their_rows_and_their_accounts_whole() -> None:
 
 def test_time_suspended_counts_with_a_window_and_without() -> None:
     """A job suspended 9 of its 10 hours (Elapsed 1 h) held its GPUs all 10: the same with
-    a window as without, where the report used to count 1 h without and 10 h with one."""
+    a window as without, where the report used to count 1 h without and 10 h with one.
+    Still running, it held them from its start to when sacct was asked (queried_at): 10 h
+    too, not its Elapsed 1 h (which leaves suspended time out); this test asserted the 1 h
+    before. Only where the query time is unknown (a saved file) does Elapsed stand in."""
     import dataclasses
 
     held = dataclasses.replace(rec("1", "a", "u", {"v100": 1}, 36000), elapsed_s=3600)
     assert run_seconds(held) == run_seconds(held, window=(0, 10**6)) == 36000
     assert run_seconds(held, window=(10, 10 + 1800)) == 1800
     running = dataclasses.replace(held, end_time=None, state=JobState.RUNNING)
-    assert run_seconds(running) == 3600  # still running: its elapsed time so far
+    assert run_seconds(running, queried_at=10 + 36000) == 36000  # start to the query
+    assert run_seconds(running, window=(0, 10**6), queried_at=10 + 36000) == 36000
+    assert run_seconds(running) == 3600  # no query time known: Elapsed, suspended time missed
 
 
 def test_an_mps_share_counts_against_one_gpu_of_its_node() -> None:

@@ -80,10 +80,13 @@ def test_reads_through_the_backend(fixtures_dir: Path, v: str) -> None:
     assert "done-a100" not in jobs and jobs["held"].held and jobs["untyped"].nice == 10
     assert {n.name: n.gpus_alloc for n in backend.nodes()}["v100-1"] == {"v100": 2}
     assert [p.name for p in backend.partitions()] == ["gpu", "debug"]
-    assert backend.account_shares() == {"teama": 60.0, "teamb": 40.0}
+    # root's own user (root||root|1) sits beside teama and teamb: its part is root's
+    assert backend.account_shares() == {"root": 1.0, "teama": 60.0, "teamb": 40.0}
     assert runner.calls[0][0] == ("squeue", "--json")  # no version probe needed for reads
-    # times come in the form the parsers read, whatever SLURM_TIME_FORMAT the caller has
-    assert all(env == {"SLURM_TIME_FORMAT": "standard"} for env in runner.envs)
+    # times come in the form the parsers read, whatever SLURM_TIME_FORMAT the caller has, and
+    # array task lists whole, whatever SLURM_BITSTR_LEN (sacct and squeue cut them at 64 bytes)
+    assert all(env == {"SLURM_TIME_FORMAT": "standard", "SLURM_BITSTR_LEN": "0"}
+               for env in runner.envs)
 
 
 @pytest.mark.parametrize("v", ["22.05", "24.11"])
@@ -93,7 +96,7 @@ def test_shares_are_of_this_cluster_asked_once(fixtures_dir: Path, v: str) -> No
     runner = replay(fixtures_dir, v)
     backend = CommandBackend(runner)
     first, again = backend.account_shares(), backend.account_shares()
-    assert first == again == {"teama": 60.0, "teamb": 40.0}
+    assert first == again == {"root": 1.0, "teama": 60.0, "teamb": 40.0}
     name = {"22.05": "hase", "24.11": "hase24"}[v]
     assert [c[0] for c in runner.calls] == [tuple(commands.show_config()),
                                             tuple(commands.sacctmgr_shares(name)),

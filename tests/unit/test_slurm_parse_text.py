@@ -121,7 +121,7 @@ def test_partitions_from_local_cluster(fixtures_dir: Path, local: str) -> None:
 @pytest.mark.parametrize("local", ["local-22.05", "local-24.11"])
 def test_sacctmgr_shares_from_local_cluster(fixtures_dir: Path, local: str) -> None:
     raw = cap(fixtures_dir, local, "sacctmgr-shares.txt")
-    assert parse_sacctmgr_shares(raw) == {"teama": 60.0, "teamb": 40.0}
+    assert parse_sacctmgr_shares(raw) == {"root": 1.0, "teama": 60.0, "teamb": 40.0}
     with pytest.raises(SlurmParseError, match="mid-record"):  # cut output: never teama=6
         parse_sacctmgr_shares(raw[: raw.index("teama|root||60") + len("teama|root||6")])
     with pytest.raises(SlurmParseError, match="account|parent|user|share"):
@@ -135,10 +135,10 @@ def test_sacctmgr_shares_of_an_account_tree(fixtures_dir: Path, local: str) -> N
     """Shares count against siblings only (capture-local.sh's tree): root's children are the
     user root (1), physics (1), teama (60) and teamb (40); physics' are its user root (2),
     physa (3) and physb (share "parent"). physa holds 1 x 3/5 of the tree in root's units,
-    physics' own users 1 x 2/5; physb and root are left out."""
+    physics' own users 1 x 2/5, root's own user its 1; physb is left out."""
     raw = cap(fixtures_dir, local, "sacctmgr-shares-tree.txt")
     assert parse_sacctmgr_shares(raw) == pytest.approx(
-        {"physics": 0.4, "physa": 0.6, "teama": 60.0, "teamb": 40.0})
+        {"root": 1.0, "physics": 0.4, "physa": 0.6, "teama": 60.0, "teamb": 40.0})
     # an account whose parent is not in the tree is not reachable from root: left out
     assert "lost" not in parse_sacctmgr_shares(raw + "lost|nowhere||5\n")
 
