@@ -22,19 +22,16 @@ MPS_PER_GPU = 100
 # Reason Codes"): it waits for another job, its array's task limit, or a limit of its
 # association or QOS. Such a job gets no record, as a held one: it asks no GPU now, so it takes
 # no free GPU in the policy's plan, counts in no account's demand, and no running job is
-# requeued for it. A job waiting for its begin time (BeginTime) keeps its record, ordered and
-# routed for when it may start (an admin's `scontrol update StartTime=now` starts it at once),
-# but is not startable: rotation requeues nothing for it.
+# requeued for it. Not BeginTime: Slurm shows a job it requeued moments ago so, and an admin's
+# `scontrol update StartTime=now` starts one at once; it stays a job the policy plans for.
 _WAITS_ON_OTHER = frozenset({"Dependency", "DependencyNeverSatisfied", "JobArrayTaskLimit"})
 _LIMIT_PREFIXES = ("AssocGrp", "AssocMax", "Association", "QOSGrp", "QOSMax", "QOSJobLimit",
                    "QOSResourceLimit", "QOSTimeLimit", "QOSUsageThreshold")
-BEGIN_TIME = "BeginTime"
 
 
 @lru_cache(maxsize=256)
 def waits_on_other(reason: str) -> bool:
-    """Whether a pending job with this reason waits on something other than GPUs or its begin
-    time (above)."""
+    """Whether a pending job with this reason waits on something other than GPUs (above)."""
     return reason in _WAITS_ON_OTHER or reason.startswith(_LIMIT_PREFIXES)
 
 
@@ -123,11 +120,8 @@ class RecordBuilder:
             if est is None:
                 return tkey, None
             if (est is pe[1] or est == pe[1]) and (pe[2] is types or pe[2] == types):
-                startable = job.reason != BEGIN_TIME
                 pj = pe[3] if same_key else replace(pe[3], features=job.features,
                                                     nice=self._nice(job))
-                if pj.startable is not startable:
-                    pj = replace(pj, startable=startable)
                 return tkey, (key, est, types, pj, job, tkey)  # newest Job: `is` hits
             num, frac = self._shape(job, gpu, types)
         else:
@@ -152,7 +146,7 @@ class RecordBuilder:
             mps_slowdown=dict(est.mps_slowdown), pinned_type=gpu.gpu_type.lower() if gpu.gpu_type else None,
             nice=self._nice(job), features=job.features, memory_gb=est.memory_gb,
             preemptible=bool(self.requeue and est.checkpoint and job.requeue),
-            restarts=job.restarts, startable=job.reason != BEGIN_TIME,
+            restarts=job.restarts,
         )
         return tkey, (key, est, types, pj, job, tkey)
 

@@ -18,7 +18,6 @@ from dataclasses import fields
 from typing import TYPE_CHECKING
 
 from slurm_hase.daemon.records import (
-    BEGIN_TIME,
     DEFAULT_RUNTIME_S,
     JobEstimate,
     PendingEntry,
@@ -337,8 +336,7 @@ def _build_state(
             if (reuse and entry is not None and entry[2] is jtypes and job.submit_time is not None
                     and (entry[4] is job
                          or (_UNMOVED_WHILE_WAITING(entry[4]) == _UNMOVED_WHILE_WAITING(job)
-                             and not waits_on_other(job.reason)
-                             and entry[3].startable is (job.reason != BEGIN_TIME)))):
+                             and not waits_on_other(job.reason)))):
                 # the very same Job as last cycle, or a new one (squeue parses new ones every
                 # cycle) equal to it but for what moves while it waits; the same types (its
                 # partitions') and an estimator that would answer the same: the entry stands

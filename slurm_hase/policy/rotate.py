@@ -32,8 +32,7 @@ their state, wait again and resume. This module picks them:
    unserved pending job may use, take opted-in jobs running on a slower type when the remaining
    time there (plus ``restart_cost_s``) is below (1 - margin) x the remaining time where they
    are: the job is requeued with the faster type as its constraint.
-4. A job that may not start yet (PendingJob.startable False: its begin time is ahead) takes
-   no free GPU in the walk and triggers no requeue. At most ``max_per_cycle`` requeues per call; a job already requeued ``max_restarts`` times is
+4. At most ``max_per_cycle`` requeues per call; a job already requeued ``max_restarts`` times is
    left to finish (no job is rotated out forever); whole-GPU jobs only (MPS shares are never
    requeued and never trigger one).
 """
@@ -90,8 +89,8 @@ def rotation(state: ClusterState, order: Sequence[PendingJob],
     taken: set[str] = set()
     for job in order:
         types = [t for t in allowed.get(job.job_id, ()) if t in free]
-        if not types or not job.startable:
-            continue  # nowhere to go, or it may not start yet: it takes nothing
+        if not types:
+            continue
         need_gpus = float(job.num_gpus) if job.gpu_fraction >= 1.0 else 1.0
         best = min(job.runtime_s.get(t, float("inf")) for t in types)
         fit = next((t for t in types if free[t] + _EPS >= need_gpus), None)

@@ -53,9 +53,6 @@ class PendingJob:
     # It opted in to checkpoint + requeue (descriptor checkpoint=yes and Slurm may requeue it)
     preemptible: bool = False
     restarts: int = 0  # times it has been requeued (Slurm's Restarts)
-    # False while it may not start yet (its begin time is ahead: daemon/records.py): policies
-    # still order and route it, but no running job is requeued for it
-    startable: bool = True
 
 
 @dataclass(frozen=True, slots=True)

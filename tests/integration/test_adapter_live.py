@@ -72,8 +72,9 @@ def test_version_nodes_partitions_shares(slurm_backend: CommandBackend) -> None:
     # default_cluster.toml: teama shares = 60, teamb shares = 40
     shares = slurm_backend.account_shares()
     assert {a: shares.get(a) for a in ("teama", "teamb")} == {"teama": 60.0, "teamb": 40.0}
-    # sacctmgr's account list has root too, which has no share row of its own
-    assert {"root", "teama", "teamb"} <= slurm_backend.accounts() and "root" not in shares
+    # sacctmgr's account list has root too; its share is its own user's (root||root|1), a
+    # sibling of teama and teamb in Slurm's tree (session 42: it was left out)
+    assert {"root", "teama", "teamb"} <= slurm_backend.accounts() and shares["root"] == 1.0
 
 
 def test_account_shares_follow_the_account_tree(slurm_backend: CommandBackend,

@@ -53,7 +53,7 @@ def test_gpu_type_without_nodes_is_a_warning(tmp_path: Path, slurm_env: dict[str
 
 def test_shares_are_checked_against_sacctmgrs_account_list(tmp_path: Path,
                                                            slurm_env: dict[str, str]) -> None:
-    """root is an account, though account_shares() leaves it out: only the typo is warned
+    """root is an account (with its own user's share since session 42): only the typo is warned
     about (the preflight asks sacctmgr's account list, not the shares)."""
     res = _run(tmp_path, slurm_env, 'partitions = ["gpu"]\n',
                "[shares]\nteama = 2\nroot = 1\nteamz = 1\n")

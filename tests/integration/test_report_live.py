@@ -116,7 +116,8 @@ def test_requeued_job_counts_every_run_once_live_and_saved(
 
 
 def test_root_account_is_known(slurm_env: dict[str, str]) -> None:
-    """sacctmgr lists root (the shares leave it out): no "not an account Slurm knows" for it."""
+    """sacctmgr lists root (a share of its own user since session 42): no "not an account Slurm
+    knows" for it."""
     root = _hase(slurm_env, "report", "usage", "--since", "now-1hours", "--account", "root")
     assert root.returncode == 0, root.stderr
     assert "not an account Slurm knows" not in root.stderr

@@ -51,7 +51,7 @@ def _waiting(job_id: str, reason: str) -> Job:
                submit_time=50_000, time_limit_s=3600)
 
 
-@pytest.mark.parametrize("reason", ["Dependency", "DependencyNeverSatisfied", "BeginTime",
+@pytest.mark.parametrize("reason", ["Dependency", "DependencyNeverSatisfied",
                                     "JobArrayTaskLimit", "AssocGrpGRES", "QOSMaxGRESPerUser"])
 def test_a_job_waiting_on_other_than_gpus_has_no_running_job_requeued_for_it(reason: str) -> None:
     # account big holds both GPUs with opted-in jobs; small's only job cannot start anyway
@@ -66,7 +66,7 @@ def test_a_job_waiting_on_other_than_gpus_has_no_running_job_requeued_for_it(rea
         requeued += res.requeued
         clock.t += 700
     assert requeued == []
-    assert res.pending == (1 if reason == "BeginTime" else 0)  # a record only for BeginTime
+    assert res.pending == 0  # observed, no record
 
 
 def test_the_same_job_ready_to_start_does_get_a_gpu_rotated_to_it() -> None:
@@ -103,29 +103,7 @@ def test_waits_on_other_reads_slurms_reason_names() -> None:
         assert not waits_on_other(reason), reason  # GPUs (or the daemon's constraint) matter
     for reason in ("Dependency", "JobArrayTaskLimit", "AssocGrpGRESMinutes", "QOSGrpGRES"):
         assert waits_on_other(reason), reason
-    assert not waits_on_other("BeginTime")  # keeps its record, not startable (below)
-
-
-def test_a_job_waiting_for_its_begin_time_is_routed_but_not_startable() -> None:
-    fb = FakeBackend([_waiting("3", "BeginTime")], [gpu_node("v1", "v100", gpus=2)])
-    seen: list[bool] = []
-
-    class Look:
-        name, summary = "look", "test"
-
-        def decide(self, state: object) -> list[Decision]:
-            seen.extend(p.startable for p in state.pending)  # type: ignore[attr-defined]
-            return [Decision("3", nice=7, gpu_types=("v100",))]
-
-    res = run_cycle(fb, Look(), LongRunning(), Clock(), UsageLedger(3600.0), {},
-                    CycleConfig(refresh_s=0), owned={})
-    assert seen == [False] and res.pending == 1
-    assert dict(res.applied)["3"].features == "v100"  # ordered and routed for when it may start
-    fb.job_list[0] = replace(fb.job_list[0], reason="Priority")  # StartTime=now
-    seen.clear()
-    run_cycle(fb, Look(), LongRunning(), Clock(), UsageLedger(3600.0), {},
-              CycleConfig(refresh_s=0), owned={})
-    assert seen == [True]
+    assert not waits_on_other("BeginTime")  # a job requeued moments ago shows it
 
 
 def test_a_dependency_met_ends_a_quiet_stretch() -> None:
