@@ -163,11 +163,16 @@ def requeue_choice(cli: Scan, env: Mapping[str, str], script: Scan) -> bool | No
     """True for --requeue, False for --no-requeue, None when neither is given anywhere
     (command line > SBATCH_REQUEUE/SBATCH_NO_REQUEUE > #SBATCH, the last one in a source wins)."""
     for source in (cli, None, script):
-        if source is None:  # both set: sbatch 22.05 reads SBATCH_REQUEUE last (Requeue=1)
-            if "SBATCH_REQUEUE" in env:
-                return True
-            if "SBATCH_NO_REQUEUE" in env:
-                return False
+        if source is None:
+            # sbatch 22.05 reads SBATCH_NO_REQUEUE, then SBATCH_REQUEUE, each as a flag
+            # (env_flag_set): a value that does not set it resets the choice (`sbatch -v`:
+            # SBATCH_REQUEUE=0 beside SBATCH_NO_REQUEUE= leaves it unset)
+            choice: bool | None = None
+            for var, value in (("SBATCH_NO_REQUEUE", False), ("SBATCH_REQUEUE", True)):
+                if var in env:
+                    choice = value if env_flag_set(env[var]) else None
+            if choice is not None:
+                return choice
             continue
         last = [o.name for o in source.opts if o.name in ("requeue", "no-requeue")]
         if last:

@@ -226,3 +226,26 @@ def test_fifo_script_copy_keeps_its_name_and_goes_away(tmp_path: Path) -> None:
     assert seen == [("nightly.sh", body, 0o600, 0o700)]
     copy = Path(r.calls[0][0][-1])
     assert copy != fifo and not copy.exists() and not copy.parent.exists()
+
+
+# --- SBATCH_REQUEUE / SBATCH_NO_REQUEUE: the flag rule, as `sbatch -v` 22.05 shows it ----------
+
+@pytest.mark.parametrize(("env", "choice"), [
+    ({"SBATCH_REQUEUE": ""}, True),
+    ({"SBATCH_REQUEUE": "yes"}, True),
+    ({"SBATCH_REQUEUE": "2"}, True),
+    ({"SBATCH_REQUEUE": "0"}, None),
+    ({"SBATCH_REQUEUE": "no"}, None),
+    ({"SBATCH_REQUEUE": "true"}, None),
+    ({"SBATCH_NO_REQUEUE": ""}, False),
+    ({"SBATCH_NO_REQUEUE": "0"}, None),
+    ({"SBATCH_REQUEUE": "", "SBATCH_NO_REQUEUE": ""}, True),   # SBATCH_REQUEUE read last
+    ({"SBATCH_REQUEUE": "0", "SBATCH_NO_REQUEUE": ""}, None),  # ... and its reset unsets it
+    ({"SBATCH_REQUEUE": "", "SBATCH_NO_REQUEUE": "0"}, True),
+])
+def test_requeue_variables_follow_sbatchs_flag_rule(env: dict[str, str], choice: bool | None
+                                                    ) -> None:
+    from slurm_hase.hsbatch.request import requeue_choice
+    from slurm_hase.hsbatch.sbatch_opts import scan
+
+    assert requeue_choice(scan([]), env, scan([])) is choice
