@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from typing import TextIO
 
 from slurm_hase.hsbatch.core import Deps, Io, run
-from slurm_hase.slurm.runner import RelayingRunner, ignored
+from slurm_hase.slurm.runner import STREAM_BYTES, RelayingRunner, ignored
 
 
 def _encoded(text: str, encoding: str) -> bytes:
@@ -63,7 +63,7 @@ class ClosedPipeSafe:
         has no bytes underneath: a caller's StringIO)."""
         buffer = getattr(self.stream, "buffer", None)
         if buffer is None:
-            self.write(data.decode("utf-8", "surrogateescape"))
+            self.write(data.decode(*STREAM_BYTES))
         elif not self.closed_by_reader:
             try:
                 self.stream.flush()

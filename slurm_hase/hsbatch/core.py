@@ -31,7 +31,7 @@ from slurm_hase.hsbatch.script import (
 if TYPE_CHECKING:  # the rest loads only when a job carries a description (startup time)
     from slurm_hase.hsbatch.plan import PredictFn
     from slurm_hase.predict.descriptor import WorkloadDescriptor
-    from slurm_hase.slurm.runner import CommandResult, Runner
+    from slurm_hase.slurm.runner import Runner
     from slurm_hase.slurm.types import Node, Partition
 
 REFUSED = "Batch job submission failed"  # sbatch's words when it submitted nothing
@@ -48,7 +48,6 @@ NO_NODES_FIT = ("Requested node configuration is not available",
 NO_TIMEOUT = None
 VERSION_TIMEOUT_S = 30.0  # `sbatch --version`, asked only to read an option name
 WARN = "hsbatch: warning: "
-RELAYED_BYTES = ("utf-8", "surrogateescape")  # how runner.py decoded sbatch's bytes
 
 
 class TextSink(Protocol):
@@ -63,14 +62,6 @@ class ByteSink(Protocol):
     it came, whatever the locale's encoding."""
 
     def write_bytes(self, data: bytes, /) -> int: ...
-
-
-class SbatchRunner(Protocol):
-    """A Runner (slurm.runner) that takes ``timeout_s=None`` as no time limit."""
-
-    def run(self, argv: Sequence[str], *, stdin: str | None = None,
-            env: Mapping[str, str] | None = None, timeout_s: float | None = 60.0,
-            cwd: str | None = None) -> CommandResult: ...
 
 
 class Io:
@@ -93,7 +84,7 @@ class Deps:
     __slots__ = ("runner", "sbatch", "cluster", "predictor", "cache", "shield")
 
     def __init__(
-        self, runner: SbatchRunner, sbatch: str = "sbatch",
+        self, runner: Runner, sbatch: str = "sbatch",
         cluster: Callable[[Runner], tuple[Sequence[Node], Sequence[Partition]]] | None = None,
         predictor: Callable[[str | None], PredictFn] | None = None, cache: bool = False,
         shield: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
@@ -315,7 +306,9 @@ def _relay(sink: TextSink, text: str) -> None:
     """sbatch's output as it came: its very bytes where the sink takes bytes (in a Latin-1
     locale `café` stays UTF-8 and `名前` cannot fail to encode), else the text."""
     if isinstance(sink, ByteSink):
-        sink.write_bytes(text.encode(*RELAYED_BYTES))
+        from slurm_hase.slurm.runner import STREAM_BYTES  # loaded already: the CLI's runner
+
+        sink.write_bytes(text.encode(*STREAM_BYTES))
     else:
         sink.write(text)
 

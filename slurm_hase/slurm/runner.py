@@ -29,11 +29,14 @@ class CommandResult(NamedTuple):
         return self
 
 
-_BYTES = ("utf-8", "surrogateescape")
+# how commands' bytes are decoded (and stdin encoded): bytes that are not UTF-8 come back as
+# surrogates, which encode back to the very same bytes (hsbatch relays sbatch's output so)
+STREAM_BYTES = ("utf-8", "surrogateescape")
 
 
 class Runner(Protocol):
-    """Runs a command and returns its result; never raises on a non-zero exit."""
+    """Runs a command and returns its result; never raises on a non-zero exit. `timeout_s`
+    None: no time limit (``sbatch --wait``)."""
 
     def run(
         self,
@@ -41,7 +44,7 @@ class Runner(Protocol):
         *,
         stdin: str | None = None,
         env: Mapping[str, str] | None = None,
-        timeout_s: float = 60.0,
+        timeout_s: float | None = 60.0,
         cwd: str | None = None,
     ) -> CommandResult: ...
 
@@ -58,7 +61,7 @@ class SubprocessRunner:
         *,
         stdin: str | None = None,
         env: Mapping[str, str] | None = None,
-        timeout_s: float = 60.0,
+        timeout_s: float | None = 60.0,
         cwd: str | None = None,
     ) -> CommandResult:
         return self._run(argv, stdin, env, timeout_s, cwd)
@@ -76,7 +79,7 @@ class SubprocessRunner:
             if started is not None:
                 started(proc)
             try:
-                out, err = proc.communicate(None if stdin is None else stdin.encode(*_BYTES),
+                out, err = proc.communicate(None if stdin is None else stdin.encode(*STREAM_BYTES),
                                             timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 proc.kill()  # and reaped, not read to the end: a grandchild may hold the pipes
@@ -117,7 +120,7 @@ def _command_errors(argv: Sequence[str], timeout_s: float | None) -> Iterator[No
 def _result(argv: Sequence[str], code: int, out: bytes, err: bytes) -> CommandResult:
     # bytes decoded without newline translation; bytes that are not UTF-8 (a job name in
     # Latin-1) come back as surrogates, which encode back to the very same bytes
-    return CommandResult(tuple(argv), code, out.decode(*_BYTES), err.decode(*_BYTES))
+    return CommandResult(tuple(argv), code, out.decode(*STREAM_BYTES), err.decode(*STREAM_BYTES))
 
 
 class RelayingRunner(SubprocessRunner):
