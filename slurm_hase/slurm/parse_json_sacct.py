@@ -9,6 +9,7 @@ Known gap of 22.05: its JSON reports a failed job's exit code as 0; ``sacct -P``
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from slurm_hase.errors import SlurmParseError
@@ -119,7 +120,11 @@ def _task_ranges(value: Any) -> str:
         bits = int(value, 16)
     except ValueError:
         return ""
-    tasks = [i for i in range(bits.bit_length()) if bits >> i & 1]
+    return task_ranges(i for i in range(bits.bit_length()) if bits >> i & 1)
+
+
+def task_ranges(tasks: Iterable[int]) -> str:
+    """Ascending task ids as Slurm's ranges: ``1,2,3,5`` -> ``1-3,5``."""
     runs: list[list[int]] = []
     for t in tasks:
         if runs and runs[-1][1] == t - 1:

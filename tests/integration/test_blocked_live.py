@@ -14,7 +14,7 @@ from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.runner import SubprocessRunner
 from slurm_hase.slurm.types import JobState
-from tests.integration.test_requeue_live import CKPT, GPUS, Table, submitted, wait_for
+from tests.integration.test_requeue_live import Table, fill_with_teama, submitted, wait_for
 
 pytestmark = pytest.mark.slurm
 __all__ = ["submitted"]  # the fixture, shared with test_requeue_live
@@ -23,13 +23,7 @@ __all__ = ["submitted"]  # the fixture, shared with test_requeue_live
 def test_no_requeue_for_a_job_waiting_on_a_dependency_until_it_is_removed(
         slurm_backend: CommandBackend, slurm_runner: SubprocessRunner,
         submitted: list[str]) -> None:
-    holders = [slurm_backend.submit(["--parsable", "-J", f"rot-a{i}", "-A", "teama", "-p", "gpu",
-                                     "--gpus=1", "-t", "30", "--requeue", f"--comment={CKPT}",
-                                     "--wrap", "sleep 600"]) for i in range(GPUS)]
-    submitted.extend(holders)
-    wait_for(slurm_backend, holders,
-             lambda js: sum(j.state is JobState.RUNNING for j in js.values()) == GPUS,
-             "teama did not fill the cluster")
+    holders = fill_with_teama(slurm_backend, submitted)
     waiting = slurm_backend.submit(["--parsable", "-J", "rot-b", "-A", "teamb", "-p", "gpu",
                                     "--gpus=1", "-t", "30", f"--dependency=afterok:{holders[0]}",
                                     "--wrap", "sleep 600"])

@@ -59,15 +59,21 @@ def wait_for(backend: CommandBackend, ids: Sequence[str], ok: object, what: str,
         time.sleep(1)
 
 
-def test_fair_requeues_one_checkpointed_job_for_the_newcomer(
-        slurm_backend: CommandBackend, submitted: list[str]) -> None:
-    holders = [slurm_backend.submit(["--parsable", "-J", f"rot-a{i}", "-A", "teama", "-p", "gpu",
-                                     "--gpus=1", "-t", "30", "--requeue", f"--comment={CKPT}",
-                                     "--wrap", "sleep 600"]) for i in range(GPUS)]
+def fill_with_teama(backend: CommandBackend, submitted: list[str]) -> list[str]:
+    """One checkpointing 1-GPU job of teama on every GPU, all running (their ids)."""
+    holders = [backend.submit(["--parsable", "-J", f"rot-a{i}", "-A", "teama", "-p", "gpu",
+                               "--gpus=1", "-t", "30", "--requeue", f"--comment={CKPT}",
+                               "--wrap", "sleep 600"]) for i in range(GPUS)]
     submitted.extend(holders)
-    wait_for(slurm_backend, holders,
+    wait_for(backend, holders,
              lambda js: sum(j.state is JobState.RUNNING for j in js.values()) == GPUS,
              "teama did not fill the cluster")
+    return holders
+
+
+def test_fair_requeues_one_checkpointed_job_for_the_newcomer(
+        slurm_backend: CommandBackend, submitted: list[str]) -> None:
+    holders = fill_with_teama(slurm_backend, submitted)
     newcomer = slurm_backend.submit(["--parsable", "-J", "rot-b", "-A", "teamb", "-p", "gpu",
                                      "--gpus=1", "-t", "30", "--wrap", "sleep 600"])
     submitted.append(newcomer)

@@ -19,16 +19,10 @@ from slurm_hase.policy.types import Decision
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.types import GpuRequest, Job, JobState
 from slurm_hase.store.state import StateStore
-from tests.unit.test_daemon_cycle import Scripted, pjob
+from tests.unit.test_daemon_cycle import Clock, Scripted, pjob
 from tests.unit.test_daemon_requeue import CKPT, Est, running
 
-
-class Clock:
-    def __init__(self, t: float = 100_000.0) -> None:
-        self.t = t
-
-    def now(self) -> float:
-        return self.t
+NOW = 100_000.0  # the cycles' clock
 
 
 class LongRunning:
@@ -57,7 +51,7 @@ def test_a_job_waiting_on_other_than_gpus_has_no_running_job_requeued_for_it(rea
     # account big holds both GPUs with opted-in jobs; small's only job cannot start anyway
     fb = FakeBackend([_running("1", "big"), _running("2", "big"), _waiting("3", reason)],
                      [gpu_node("v1", "v100", gpus=2, alloc=2)])
-    clock, ledger, owned = Clock(), UsageLedger(3600.0), {}
+    clock, ledger, owned = Clock(NOW), UsageLedger(3600.0), {}
     requeued: list[str] = []
     for _ in range(6):
         res = run_cycle(fb, make_policy("fair"), LongRunning(), clock, ledger,
@@ -74,7 +68,7 @@ def test_the_same_job_ready_to_start_does_get_a_gpu_rotated_to_it() -> None:
     # so the test above would fail if waits_on_other were ignored
     fb = FakeBackend([_running("1", "big"), _running("2", "big"), _waiting("3", "Priority")],
                      [gpu_node("v1", "v100", gpus=2, alloc=2)])
-    res = run_cycle(fb, make_policy("fair"), LongRunning(), Clock(), UsageLedger(3600.0),
+    res = run_cycle(fb, make_policy("fair"), LongRunning(), Clock(NOW), UsageLedger(3600.0),
                     {"big": 1.0, "small": 1.0}, CycleConfig(requeue=True, refresh_s=0), owned={})
     assert len(res.requeued) == 1
 
@@ -91,7 +85,7 @@ def test_a_waiting_job_takes_no_free_fast_gpu_from_a_job_that_can_start() -> Non
     fb = FakeBackend([dep, ready], [gpu_node("a1", "a100", gpus=1), gpu_node("t1", "t4", gpus=1)])
     ledger = UsageLedger(86400.0)
     ledger.add_interval("big", 4.0, 10_000.0, 99_000.0)  # big was served, small was not
-    res = run_cycle(fb, make_policy("fair"), Speeds(), Clock(), ledger,
+    res = run_cycle(fb, make_policy("fair"), Speeds(), Clock(NOW), ledger,
                     {"big": 1.0, "small": 1.0}, CycleConfig(refresh_s=0))
     features = {job_id: u.features for job_id, u in res.applied}
     assert features.get("4") in (None, "a100")
@@ -108,7 +102,7 @@ def test_waits_on_other_reads_slurms_reason_names() -> None:
 
 def test_a_dependency_met_ends_a_quiet_stretch() -> None:
     fb = FakeBackend([_waiting("3", "Dependency"), pjob("4")], [gpu_node("a1", "a100")])
-    clock, watch, ledger = Clock(), QuietWatch(), UsageLedger(3600.0)
+    clock, watch, ledger = Clock(NOW), QuietWatch(), UsageLedger(3600.0)
     config = CycleConfig(refresh_s=600)
     policy = make_policy("fair")
     assert not run_cycle(fb, policy, Est(), clock, ledger, {}, config, watch=watch).quiet
@@ -151,7 +145,7 @@ def test_nothing_is_sent_while_the_store_cannot_record_it(tmp_path: object) -> N
     fb = FakeBackend([pjob("1")], [gpu_node("a1", "a100")])
     store = FullStore(":memory:")
     policy = Scripted([Decision("1", nice=40)])
-    daemon = Daemon(fb, policy, Est(), Clock(), store, CycleConfig(refresh_s=0), LoopSettings(),
+    daemon = Daemon(fb, policy, Est(), Clock(NOW), store, CycleConfig(refresh_s=0), LoopSettings(),
                     shares={"a": 1.0})
     store.full = True
     daemon.step()
@@ -197,7 +191,7 @@ def test_a_landed_update_of_unknown_outcome_stops_owning_the_older_value() -> No
     fb = TimeoutAfterLanding([pjob("1")], [gpu_node("a1", "a100"), gpu_node("v1", "v100")])
     policy = Scripted([Decision("1", nice=10, gpu_types=("a100",))])
     store = StateStore(":memory:")
-    daemon = Daemon(fb, policy, Est(), Clock(), store, CycleConfig(refresh_s=0), LoopSettings(),
+    daemon = Daemon(fb, policy, Est(), Clock(NOW), store, CycleConfig(refresh_s=0), LoopSettings(),
                     shares={"a": 1.0})
     daemon.step()
     fb.late = {"1"}
@@ -239,11 +233,11 @@ def test_a_constraint_names_the_type_as_the_nodes_features_spell_it() -> None:
     policy = Scripted([Decision("1", nice=10, gpu_types=("a100", "v100")),
                        Decision("2", nice=10, gpu_types=("v100",))])
     owned: dict[str, object] = {}
-    res = run_cycle(fb, policy, Est(), Clock(), UsageLedger(3600.0), {}, CycleConfig(),
+    res = run_cycle(fb, policy, Est(), Clock(NOW), UsageLedger(3600.0), {}, CycleConfig(),
                     owned=owned)  # type: ignore[arg-type]
     assert {j: u.features for j, u in res.applied} == {"1": "A100|V100", "2": "V100"}
     policy.decisions = [Decision("1", nice=10, gpu_types=("v100", "a100")),  # another order
                         Decision("2", nice=10, gpu_types=("v100",))]
-    again = run_cycle(fb, policy, Est(), Clock(), UsageLedger(3600.0), {}, CycleConfig(),
+    again = run_cycle(fb, policy, Est(), Clock(NOW), UsageLedger(3600.0), {}, CycleConfig(),
                       owned=owned)  # type: ignore[arg-type]
     assert again.applied == []  # the same types: nothing sent

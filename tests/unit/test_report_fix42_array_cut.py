@@ -17,6 +17,7 @@ from slurm_hase.reports.format import usage_table
 from slurm_hase.reports.queue import array_list_cut, array_tasks, with_queue
 from slurm_hase.slurm.command_backend import SLURM_ENV
 from slurm_hase.slurm.parse_json import parse_squeue_json
+from slurm_hase.slurm.parse_json_sacct import task_ranges
 from slurm_hase.slurm.parse_sacct_text import parse_sacct_parsable
 from slurm_hase.slurm.runner import CommandResult, SubprocessRunner
 from slurm_hase.slurm.types import JobState
@@ -32,13 +33,7 @@ def _slurm_prints(tasks: Sequence[int], bitstr_len: int = 64, throttle: int = 0)
     """A task list as Slurm's xlate_array_task_str prints it (src/common/slurm_protocol_defs.c)
     for a list that is no single step: bit_fmt's ranges into `bitstr_len` bytes (a NUL
     included), the last three characters overwritten with dots when it fills them; 0: all."""
-    runs: list[list[int]] = []
-    for t in tasks:
-        if runs and runs[-1][1] == t - 1:
-            runs[-1][1] = t
-        else:
-            runs.append([t, t])
-    text = ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+    text = task_ranges(tasks)
     if bitstr_len > 0:
         text = text[:bitstr_len - 1]
         if len(text) > bitstr_len - 3:
