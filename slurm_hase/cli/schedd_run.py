@@ -77,7 +77,8 @@ def daemon_settings(cfg: DaemonConfig) -> tuple[CycleConfig, LoopSettings]:
                         gpu_types=cfg.gpu_types,
                         update_workers=cfg.update_workers, batch_updates=cfg.batch_updates,
                         requeue=cfg.requeue, requeue_max=cfg.requeue_max,
-                        requeue_min_run_s=cfg.requeue_min_run_s, refresh_s=cfg.refresh_s),
+                        requeue_min_run_s=cfg.requeue_min_run_s, refresh_s=cfg.refresh_s,
+                        begin_horizon_s=cfg.begin_horizon_s),
             LoopSettings(cfg.interval_s, cfg.backoff_s, cfg.backoff_max_s, cfg.half_life_s,
                          0.0 if beside else cfg.history_days * 86400.0))
 

@@ -22,7 +22,7 @@ DEFAULT_DB = "/var/lib/slurm-hase/schedd.db"
 
 _SCHEDD_KEYS = {"interval_s", "refresh_s", "partitions", "dry_run", "state_db", "model", "half_life_s",
                 "nice_min_delta", "nice_quantum", "nice_scale", "nice_zero", "backoff_s", "backoff_max_s", "gpu_types", "update_workers", "batch_updates",
-                "requeue", "requeue_max", "requeue_min_run_s", "log_format", "log_level", "metrics",
+                "requeue", "requeue_max", "requeue_min_run_s", "begin_horizon_s", "log_format", "log_level", "metrics",
                 "history_days"}
 _METRICS_KEYS = ("textfile", "port", "address")
 _POLICY_KEYS = ("name", "knobs")
@@ -59,6 +59,8 @@ class DaemonConfig:
     requeue: bool = False  # let the policy requeue opted-in (checkpoint=yes) running jobs
     requeue_max: int = 8
     requeue_min_run_s: float = 600.0
+    # a pending job whose begin time is further ahead gets no plan yet (cycle.CycleConfig)
+    begin_horizon_s: float = 300.0  # = cycle.CycleConfig.begin_horizon_s (a test checks)
     log_format: str = "json"
     log_level: str = "INFO"
     metrics_textfile: str | None = None
@@ -120,7 +122,8 @@ def from_mapping(
     for key, lo, hi in (("interval_s", 1.0, 86400.0), ("refresh_s", 0.0, 86400.0),
                         ("half_life_s", 1.0, math.inf),
                         ("backoff_s", 0.1, 3600.0), ("backoff_max_s", 0.1, 86400.0),
-                        ("requeue_min_run_s", 0.0, 30 * 86400.0), ("history_days", 0.0, 3650.0)):
+                        ("requeue_min_run_s", 0.0, 30 * 86400.0), ("history_days", 0.0, 3650.0),
+                        ("begin_horizon_s", 0.0, 30 * 86400.0)):
         if key in s:
             out[key] = _num("schedd", key, s[key], lo, hi)
     for key, lo, hi in (("nice_min_delta", 1, 10_000), ("nice_quantum", 1, 1000),

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from slurm_hase.daemon.act import apply_updates
 from slurm_hase.daemon.digest import job_digest, state_digest
-from slurm_hase.daemon.records import waits_on_other
+from slurm_hase.daemon.records import DEFAULT_BEGIN_HORIZON_S, waits_on_other
 from slurm_hase.daemon.requeue import apply_requeues, plan_requeues
 from slurm_hase.daemon.reset import reset_update
 from slurm_hase.daemon.safety import (
@@ -87,12 +87,16 @@ class CycleConfig:
     requeue: bool = False
     requeue_max: int = 8  # requeues per cycle at most
     requeue_min_run_s: float = 600.0  # never requeue a job that started less than this ago
+    # a pending job whose begin time (--begin) is further ahead gets no record: no GPU is
+    # planned or requeued for it yet (records.begins_later)
+    begin_horizon_s: float = DEFAULT_BEGIN_HORIZON_S
     # How deep Slurm's passes look into the priority order (ClusterState.scheduler_depth; the
     # daemon reads it from `scontrol show config` at start, the simulator from its SlurmConfig).
     scheduler_depth: int = 0
     # Quiet cycles (with a QuietWatch): when no job was submitted, started, ended, requeued,
-    # held or released (or began or stopped waiting on other than GPUs: records.waits_on_other)
-    # and no node changed since the last cycle that decided, a cycle less
+    # held or released (or began or stopped waiting on other than GPUs: records.waits_on_other,
+    # or had its begin time moved) and no node changed since the last cycle that decided, and
+    # no job left out for its begin time came within begin_horizon_s since, a cycle less
     # than refresh_s after it decides nothing (0 = every cycle decides). Between such events
     # only the age credit and usage decay move the order; refresh_s bounds how stale that is
     # (docs/daemon.md: 600 s and 1,800 s gave the same Philly bench figures as 0).
@@ -108,6 +112,9 @@ class QuietWatch:
     nodes: list[Node] | None = None
     decided_at: float = -math.inf
     running: Sequence[RunningJob] = ()  # for the ledger in quiet cycles
+    # when a job the last deciding cycle left out for its begin time comes within the horizon
+    # (records.begins_later): from then on a cycle decides
+    wake_at: float = math.inf
 
 
 # why a cycle sends nothing while the state store cannot be written (cycle._apply)
@@ -115,11 +122,11 @@ NOT_RECORDED = "the state store could not record it first (docs/daemon.md, Fault
 
 
 def _job_set_key(job: Job) -> tuple[object, ...]:
-    """(state, held, waiting on other than GPUs, restarts, GPU request, partition). Not
-    whether it waits for its begin time: Slurm clears that reason on every update of the job
-    (the daemon's own too) and sets it again at its next pass."""
+    """(state, held, waiting on other than GPUs, restarts, GPU request, partition, begin
+    time). Not the reason BeginTime: Slurm clears it on every update of the job (the daemon's
+    own too) and sets it again at its next pass; the begin time (EligibleTime) stays."""
     return (job.state, job.held, waits_on_other(job.reason), job.restarts, job.gpu,
-            job.partition)
+            job.partition, job.eligible_time)
 
 
 def _job_set(jobs: Sequence[Job]) -> dict[str, tuple[object, ...]]:
@@ -308,7 +315,7 @@ def run_cycle(
     # (a clock stepped back since the last deciding cycle decides at once: quiet cycles are
     # bounded by refresh_s of the clock's own time, never by how far it went back)
     if (watch is not None and 0.0 <= started - watch.decided_at < config.refresh_s
-            and nodes == watch.nodes and _same_job_set(watch.jobs, jobs)
+            and started < watch.wake_at and nodes == watch.nodes and _same_job_set(watch.jobs, jobs)
             and not _put_back_due(outside, owned)):
         # the same jobs run as when the watch was set: the ledger counts their service as a
         # deciding cycle would (a job that ends before the next observation keeps its share)
@@ -320,8 +327,8 @@ def run_cycle(
     settled = settle_owned(owned, [*jobs, *outside])
     cache = _cache_for(backend)
     # jobs are in managed partitions already (observe), so the summary covers all of them
-    state, pending_jobs, by_type = _build_state(jobs, nodes, estimator, {}, shares, started,
-                                               config, cache)
+    state, pending_jobs, by_type, wake_at = _build_state(jobs, nodes, estimator, {}, shares,
+                                                         started, config, cache)
     ledger.observe(state.running, started)
     state = replace(state, usage=ledger.usage(), scheduler_depth=config.scheduler_depth)
     marks.append(perf_counter())
@@ -368,6 +375,7 @@ def run_cycle(
         done = not (result.unavailable or result.errors or result.not_recorded)
         watch.jobs, watch.nodes = (jobs, nodes) if done else (None, None)
         watch.decided_at, watch.running = started, state.running  # built this cycle
+        watch.wake_at = wake_at
     marks.append(perf_counter())
     result.stages = dict(zip(STAGES, (b - a for a, b in pairwise(marks)), strict=True))
     result.duration_s = max(clock.now() - started, 0.0)

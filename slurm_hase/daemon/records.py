@@ -7,6 +7,7 @@ Nice/Features changed) and asks the estimator only then.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -22,8 +23,9 @@ MPS_PER_GPU = 100
 # Reason Codes"): it waits for another job, its array's task limit, or a limit of its
 # association or QOS. Such a job gets no record, as a held one: it asks no GPU now, so it takes
 # no free GPU in the policy's plan, counts in no account's demand, and no running job is
-# requeued for it. Not BeginTime: Slurm shows a job it requeued moments ago so, and an admin's
-# `scontrol update StartTime=now` starts one at once; it stays a job the policy plans for.
+# requeued for it. Not the reason BeginTime: Slurm shows a job it requeued moments ago so, and
+# an admin's `scontrol update StartTime=now` starts one at once. A job's begin time counts
+# instead (begins_later).
 _WAITS_ON_OTHER = frozenset({"Dependency", "DependencyNeverSatisfied", "JobArrayTaskLimit"})
 _LIMIT_PREFIXES = ("AssocGrp", "AssocMax", "Association", "QOSGrp", "QOSMax", "QOSJobLimit",
                    "QOSResourceLimit", "QOSTimeLimit", "QOSUsageThreshold")
@@ -33,6 +35,20 @@ _LIMIT_PREFIXES = ("AssocGrp", "AssocMax", "Association", "QOSGrp", "QOSMax", "Q
 def waits_on_other(reason: str) -> bool:
     """Whether a pending job with this reason waits on something other than GPUs (above)."""
     return reason in _WAITS_ON_OTHER or reason.startswith(_LIMIT_PREFIXES)
+
+
+# How far ahead a pending job's begin time (Slurm's EligibleTime) may be for the job to get a
+# record (CycleConfig.begin_horizon_s). Past Slurm's hold of a job it requeued (EligibleTime =
+# the requeue + cred_expire + 1 s: 121 s by default), so a requeued job stays planned for.
+DEFAULT_BEGIN_HORIZON_S = 300.0
+
+
+def begins_later(job: Job, now: float, horizon_s: float) -> float | None:
+    """When a pending job that may not start before now + horizon_s (its --begin) comes within
+    the horizon; None for a job that may start sooner. Until then it gets no record, as a held
+    one, so no GPU is planned or requeued for it."""
+    eligible = job.eligible_time
+    return None if eligible is None or eligible <= now + horizon_s else eligible - horizon_s
 
 
 @dataclass(frozen=True)
@@ -74,8 +90,13 @@ class RecordBuilder:
                  estimator: RuntimeEstimator, now: float, nice_scale: int, nice_zero: int,
                  reuse: bool, old_pending: Mapping[str, PendingEntry],
                  old_running: Mapping[str, RunningEntry],
-                 mps_units: Mapping[str, int] | None = None, requeue: bool = True) -> None:
+                 mps_units: Mapping[str, int] | None = None, requeue: bool = True,
+                 begin_horizon_s: float = DEFAULT_BEGIN_HORIZON_S) -> None:
         self.pools, self.types, self.now = pools, types, now
+        self.begin_horizon_s = begin_horizon_s
+        # the earliest time a job left out by begins_later comes within the horizon (inf:
+        # none): a quiet cycle from then on decides (cycle.QuietWatch.wake_at)
+        self.wake_at = math.inf
         # whether the admin lets the daemon requeue: an opted-in job is preemptible only then
         # (else the policy would plan rotations the daemon refuses every cycle)
         self.requeue = requeue
@@ -89,8 +110,8 @@ class RecordBuilder:
     def pending(self, job: Job, types: tuple[str, ...] | None = None
                 ) -> tuple[str | None, PendingEntry | None]:
         """(asked GPU type or constraint, "" = neither; None = no GPU asked, entry: None =
-        no record: held or waiting on other than GPUs (waits_on_other), no estimate or no
-        usable type). `types`: the GPU types the job may
+        no record: held, waiting on other than GPUs (waits_on_other) or for a begin time past
+        the horizon (begins_later), no estimate or no usable type). `types`: the GPU types the job may
         use (those of its partitions, build_state); None = all the pools' types. The estimator
         is asked about those only, and the entry records them: an entry built for other types
         (the job moved to another partition, a partition lost a type) is not reused."""
@@ -106,6 +127,10 @@ class RecordBuilder:
             return None, None
         tkey = same[5] if same is not None else (gpu.gpu_type or job.features or "").lower()
         if job.held or waits_on_other(job.reason):
+            return tkey, None
+        later = begins_later(job, now, self.begin_horizon_s)
+        if later is not None:
+            self.wake_at = min(self.wake_at, later)
             return tkey, None
         if same is not None:
             key = same[0]

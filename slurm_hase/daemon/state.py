@@ -284,9 +284,10 @@ def _build_state(
     now: float,
     config: CycleConfig,
     cache: StateCache | None,
-) -> tuple[ClusterState, dict[str, Job], dict[str, int]]:
-    """build_state, and in the same pass the pending jobs in managed partitions by id and
-    their count by asked GPU type or constraint ("" = neither)."""
+) -> tuple[ClusterState, dict[str, Job], dict[str, int], float]:
+    """build_state, and in the same pass the pending jobs in managed partitions by id, their
+    count by asked GPU type or constraint ("" = neither), and when the first job left out for
+    its begin time comes within CycleConfig.begin_horizon_s (inf: none)."""
     all_pools, _, part_types, mps_units = _node_summary(nodes, cache)
     if config.gpu_types is not None:
         pools = {t: p for t, p in all_pools.items() if t in config.gpu_types}
@@ -312,7 +313,7 @@ def _build_state(
     reuse = _repeatable(estimator)
     builder = RecordBuilder(pools, types, estimator, now, config.nice_scale, config.nice_zero,
                             reuse, entries, cache.running if cache is not None else {},
-                            mps_units, config.requeue)
+                            mps_units, config.requeue, config.begin_horizon_s)
     pending: list[PendingJob] = []
     running: list[RunningJob] = []
     new_r: dict[str, RunningEntry] = {}
@@ -368,4 +369,4 @@ def _build_state(
         cache.running = new_r
     state_out = ClusterState(now=now, pools=pools, pending=pending, running=running,
                              shares=dict(shares), usage=dict(ledger_usage))
-    return state_out, pending_jobs, by_type
+    return state_out, pending_jobs, by_type, builder.wake_at

@@ -176,6 +176,7 @@ def _job(rec: dict[str, Any]) -> Job:
         nodes=text(rec.get("nodes")),
         comment=text(rec.get("comment")),
         submit_time=epoch(rec.get("submit_time")),
+        eligible_time=epoch(rec.get("eligible_time")),
         start_time=epoch(rec.get("start_time")),
         # Slurm projects start + limit for live jobs (a year out when unlimited); scontrol
         # says Unknown then, and so do we.

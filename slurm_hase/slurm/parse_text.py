@@ -194,6 +194,7 @@ def _job(rec: dict[str, str]) -> Job:
         nodes=_val(rec, "NodeList"),
         comment=_val(rec, "Comment"),
         submit_time=parse_local_time(rec["SubmitTime"]),
+        eligible_time=parse_local_time(rec.get("EligibleTime", "")),
         start_time=parse_local_time(rec["StartTime"]),
         end_time=parse_local_time(rec["EndTime"]),
         time_limit_s=parse_duration(rec["TimeLimit"]),

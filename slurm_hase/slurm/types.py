@@ -93,6 +93,9 @@ class Job:
     nodes: str = ""
     comment: str = ""
     submit_time: int | None = None  # epoch seconds
+    # pending: the time it may start from (its --begin, or 121 s after a requeue with Slurm's
+    # default cred_expire); running or ended: when it became eligible
+    eligible_time: int | None = None
     start_time: int | None = None
     end_time: int | None = None
     time_limit_s: int | None = None  # None = unlimited

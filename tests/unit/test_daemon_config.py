@@ -31,6 +31,15 @@ def test_refresh_s_is_read_and_defaults_as_the_cycle_does() -> None:
     assert load_config(None).refresh_s == CycleConfig().refresh_s == 600.0
 
 
+def test_begin_horizon_s_is_read_and_defaults_as_the_cycle_does() -> None:
+    from slurm_hase.daemon.cycle import CycleConfig
+
+    assert from_mapping({"schedd": {"begin_horizon_s": 60}}).begin_horizon_s == 60.0
+    assert load_config(None).begin_horizon_s == CycleConfig().begin_horizon_s == 300.0
+    with pytest.raises(ConfigError, match="begin_horizon_s"):
+        from_mapping({"schedd": {"begin_horizon_s": -1}})
+
+
 def test_nice_range_fits_slurms_limit_at_the_edge() -> None:
     assert from_mapping({"schedd": {"nice_scale": 21_474}}).nice_scale == 21_474
     assert from_mapping({"schedd": {"nice_scale": 42_949, "nice_zero": 50_000}}).nice_zero == 50_000

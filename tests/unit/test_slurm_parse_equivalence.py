@@ -56,7 +56,8 @@ def test_22_05_squeue_json_lists_finished_jobs_live_jobs_drops_them(fixtures_dir
 
 def _portable(job: Job) -> Job:
     """Drop what legitimately differs between the two clusters (ids, clocks, priorities)."""
-    return replace(job, job_id="", submit_time=None, start_time=None, end_time=None,
+    return replace(job, job_id="", submit_time=None, eligible_time=None, start_time=None,
+                   end_time=None,
                    priority=0, tres_per_job="", tres_per_node="",
                    array_job_id=None if job.array_job_id is None else "")
 
@@ -88,6 +89,11 @@ def test_specific_fields_of_the_job_mix(fixtures_dir: Path) -> None:
         assert arr.array_job_id == arr.job_id and arr.gpu == GpuRequest(1, None, "job")
         assert jobs["run-a100"].gpu == GpuRequest(1, "a100", "job")
         assert jobs["run-a100"].alloc_gpus == {"a100": 1}
+        # eligible from submission (no --begin; the array a second or two later) but for the held job
+        # (no eligible time yet)
+        assert all(0 <= j.eligible_time - j.submit_time <= 2  # type: ignore[operator]
+                   for j in jobs.values() if not j.held), label
+        assert held.eligible_time is None
         # the capture cluster runs with JobRequeue=1: every batch job may be requeued
         assert all(j.requeue and j.restarts == 0 for j in jobs.values()), label
 

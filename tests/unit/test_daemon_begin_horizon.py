@@ -1,0 +1,105 @@
+"""A pending job whose begin time (--begin; Slurm's EligibleTime) is far ahead gets no record
+until it comes within CycleConfig.begin_horizon_s (session 43): nothing is requeued for it, it
+takes no free GPU from a job that can start, and quiet cycles wake when it comes close."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from slurm_hase.daemon.cycle import CycleConfig, JobEstimate, QuietWatch, run_cycle
+from slurm_hase.daemon.fake import FakeBackend, gpu_node
+from slurm_hase.daemon.records import DEFAULT_BEGIN_HORIZON_S, begins_later
+from slurm_hase.policy.registry import make_policy
+from slurm_hase.policy.usage import UsageLedger
+from slurm_hase.slurm.types import GpuRequest, Job, JobState
+from tests.unit.test_daemon_cycle import Clock, pjob
+from tests.unit.test_daemon_requeue import Est
+from tests.unit.test_daemon_review42 import NOW, LongRunning, _running, _waiting
+
+HOUR = 3600
+
+
+def _begins_at(job_id: str, eligible: float) -> Job:
+    return replace(_waiting(job_id, "BeginTime"), eligible_time=int(eligible))
+
+
+def _rotations(begin: float, cycles: int = 4) -> list[str]:
+    # account big holds both GPUs with opted-in jobs; small's only job begins at `begin`
+    fb = FakeBackend([_running("1", "big"), _running("2", "big"), _begins_at("3", begin)],
+                     [gpu_node("v1", "v100", gpus=2, alloc=2)])
+    clock, ledger, owned = Clock(NOW), UsageLedger(3600.0), {}
+    requeued: list[str] = []
+    for _ in range(cycles):
+        res = run_cycle(fb, make_policy("fair"), LongRunning(), clock, ledger,
+                        {"big": 1.0, "small": 1.0}, CycleConfig(requeue=True, refresh_s=0),
+                        owned=owned)
+        requeued += res.requeued
+        clock.t += 60
+    return requeued
+
+
+def test_no_running_job_is_requeued_for_a_job_that_begins_hours_ahead() -> None:
+    assert _rotations(NOW + 2 * HOUR) == []
+
+
+def test_a_job_just_requeued_by_slurm_is_still_planned_for() -> None:
+    # Slurm's requeue hold: EligibleTime = the requeue + cred_expire (120 s) + 1 s. The control
+    # of the test above: within the horizon the fair policy rotates a GPU to the job
+    assert len(_rotations(NOW + 121, cycles=1)) == 1
+
+
+def test_a_job_that_begins_later_takes_no_free_fast_gpu_from_one_that_can_start() -> None:
+    class Speeds:
+        def estimate(self, job: Job, types: object) -> JobEstimate:
+            return JobEstimate({"a100": 3600.0, "t4": 6000.0})
+
+    later = replace(_begins_at("3", NOW + 6 * HOUR), time_limit_s=100_000)
+    ready = Job(job_id="4", name="train", user="ub", account="big", partition="gpu",
+                state=JobState.PENDING, reason="Priority", gpu=GpuRequest(1, None, "job"),
+                submit_time=60_000, time_limit_s=100_000)
+    fb = FakeBackend([later, ready], [gpu_node("a1", "a100", gpus=1), gpu_node("t1", "t4", gpus=1)])
+    ledger = UsageLedger(86400.0)
+    ledger.add_interval("big", 4.0, 10_000.0, 99_000.0)  # big was served, small was not
+    res = run_cycle(fb, make_policy("fair"), Speeds(), Clock(NOW), ledger,
+                    {"big": 1.0, "small": 1.0}, CycleConfig(refresh_s=0))
+    features = {job_id: u.features for job_id, u in res.applied}
+    assert features.get("4") in (None, "a100")
+    assert "3" not in features and res.pending == 1
+
+
+def test_quiet_cycles_wake_when_the_job_comes_within_the_horizon() -> None:
+    begin = NOW + 1000
+    fb = FakeBackend([_begins_at("3", begin), pjob("4")], [gpu_node("a1", "a100")])
+    clock, watch, ledger = Clock(NOW), QuietWatch(), UsageLedger(3600.0)
+    config = CycleConfig(refresh_s=3600, begin_horizon_s=300)
+    policy = make_policy("fair")
+    first = run_cycle(fb, policy, Est(), clock, ledger, {}, config, watch=watch)
+    assert not first.quiet and first.pending == 1 and watch.wake_at == begin - 300
+    clock.t = begin - 301
+    assert run_cycle(fb, policy, Est(), clock, ledger, {}, config, watch=watch).quiet
+    clock.t = begin - 300  # nothing in Slurm changed, but the job may start within 300 s now
+    res = run_cycle(fb, policy, Est(), clock, ledger, {}, config, watch=watch)
+    assert not res.quiet and res.pending == 2 and watch.wake_at == float("inf")
+
+
+def test_a_begin_time_moved_ends_a_quiet_stretch() -> None:
+    fb = FakeBackend([_begins_at("3", NOW + 5 * HOUR), pjob("4")], [gpu_node("a1", "a100")])
+    clock, watch, ledger = Clock(NOW), QuietWatch(), UsageLedger(3600.0)
+    config = CycleConfig(refresh_s=3600)
+    policy = make_policy("fair")
+    assert run_cycle(fb, policy, Est(), clock, ledger, {}, config, watch=watch).pending == 1
+    clock.t += 60
+    assert run_cycle(fb, policy, Est(), clock, ledger, {}, config, watch=watch).quiet
+    # `scontrol update StartTime=now`: Slurm sets EligibleTime to now
+    fb.job_list[0] = replace(fb.job_list[0], eligible_time=int(clock.t))
+    clock.t += 60
+    res = run_cycle(fb, policy, Est(), clock, ledger, {}, config, watch=watch)
+    assert not res.quiet and res.pending == 2
+
+
+def test_begins_later_reads_the_eligible_time_against_the_horizon() -> None:
+    job = _waiting("3", "BeginTime")
+    assert begins_later(job, NOW, 300) is None  # no eligible time known (the simulator's)
+    assert begins_later(replace(job, eligible_time=int(NOW) + 300), NOW, 300) is None
+    assert begins_later(replace(job, eligible_time=int(NOW) + 301), NOW, 300) == NOW + 1
+    assert DEFAULT_BEGIN_HORIZON_S > 121  # past Slurm's default requeue hold
