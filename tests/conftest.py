@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -41,10 +41,25 @@ def fixtures_dir() -> Path:
 
 @pytest.fixture()
 def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Run in UTC: the Slurm captures were taken on UTC machines and text timestamps are local."""
+    """Run in UTC: the Slurm captures were taken on UTC machines, and --since/--until forms
+    and the times shown to people are local."""
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
     yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.fixture()
+def in_zone(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
+    """Call with a zone name (``Europe/Berlin``) to run this process in that time zone (TZ and
+    time.tzset()); the zone before is back after the test."""
+
+    def enter(zone: str) -> None:
+        monkeypatch.setenv("TZ", zone)
+        time.tzset()
+
+    yield enter
     monkeypatch.undo()
     time.tzset()
 

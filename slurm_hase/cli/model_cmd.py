@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -238,7 +239,8 @@ def _dur(s: float | None) -> str:
 @click.option("--out", required=True, type=OutputFile(), help="Model file to write.")
 @click.option("--registry", type=OutputFile(), default=None,
               help="SQLite file to record the model as a new version.")
-@click.option("--since", default="now-30days", help="sacct window start.")
+@click.option("--since", default="now-30days",
+              help="sacct window start, in your local time or relative (now-30days).")
 @click.option("--sacct-json", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Read finished jobs from saved `sacct --json -a -D` output instead of running sacct.")
 @click.option("--save-rows", type=OutputFile(), default=None,
@@ -280,11 +282,14 @@ def refit_cmd(data: tuple[str, ...], out: str, registry: str | None, since: str,
         records = read_saved_sacct(Path(sacct_json), "--sacct-json")
     else:
         from slurm_hase.cli.slurm_env import check_slurm_conf
+        from slurm_hase.reports.window import parse_time, stamp
         from slurm_hase.slurm.command_backend import CommandBackend
         from slurm_hase.slurm.runner import SubprocessRunner
 
+        # read in this process's time zone; sacct gets UTC (the adapter runs it with TZ=UTC)
+        start = stamp(parse_time(since, time.time(), "--since"))
         check_slurm_conf(os.environ)
-        records = CommandBackend(SubprocessRunner()).accounting(since=since)
+        records = CommandBackend(SubprocessRunner()).accounting(since=start)
     got = harvest(records, reference, max_ratio)
     click.echo(f"harvested {len(got.rows)} jobs from {sacct_json or 'sacct'} "
                f"(skipped {got.skipped_text()})")

@@ -3,13 +3,15 @@ sacct is asked for; a value hase cannot read is refused (ConfigError), never pas
 
 Semantics follow Slurm's parse_time as sacct calls it (times in the past): local time; a date
 without a year is this year, or last year when its month is still to come; a time of day without
-a date is today; "today" is today's midnight.
+a date is today; "today" is today's midnight. hase reads the user's forms here, in the user's
+time zone, and hands sacct the epochs as UTC stamps (`stamp`; the adapter runs sacct with
+TZ=UTC), so a bound in the autumn hour that daylight saving time repeats is not ambiguous.
 """
 
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
 from slurm_hase.errors import ConfigError
 from slurm_hase.slurm.types import AccountingRecord, JobState
@@ -103,7 +105,13 @@ def to_epoch(value: str, now: float) -> int | None:
 
 
 def stamp(epoch: int) -> str:
-    """Epoch -> local YYYY-MM-DDTHH:MM:SS, a form sacct reads back to the same second."""
+    """Epoch -> UTC YYYY-MM-DDTHH:MM:SS, which sacct run by the adapter (TZ=UTC) reads back to
+    the same second; for Slurm's commands only (people read `local_stamp`)."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def local_stamp(epoch: int) -> str:
+    """Epoch -> YYYY-MM-DDTHH:MM:SS in this process's time zone, as --since/--until read it."""
     return datetime.fromtimestamp(epoch).strftime("%Y-%m-%dT%H:%M:%S")
 
 
@@ -113,8 +121,8 @@ def window(since: str | None, until: str, now: float) -> tuple[int, int]:
     lo = 0 if since is None else parse_time(since, now, "--since")
     hi = parse_time(until, now, "--until")
     if lo >= hi:
-        raise ConfigError(f"empty window: --since {since!r} ({stamp(lo)}) is not before "
-                          f"--until {until!r} ({stamp(hi)})")
+        raise ConfigError(f"empty window: --since {since!r} ({local_stamp(lo)}) is not before "
+                          f"--until {until!r} ({local_stamp(hi)})")
     return (lo, hi)
 
 

@@ -3,6 +3,7 @@
 Reads: jobs from ``squeue --json`` (finished jobs dropped, as 22.05 lists them), nodes and
 partitions from ``scontrol show ... -o`` (same shape on every version), accounting from
 ``sacct -P`` with an unambiguous delimiter (22.05's JSON loses exit codes), shares from sacctmgr.
+Every command runs with SLURM_ENV, TZ=UTC among it: the times Slurm prints and reads are UTC.
 """
 
 from __future__ import annotations
@@ -78,8 +79,12 @@ def live_jobs(jobs: Sequence[Job]) -> list[Job]:
 
 
 # Slurm's commands print times in the caller's SLURM_TIME_FORMAT ("relative", "%s", ...); the
-# parsers read ISO 8601 (parse_text.parse_local_time), so every command runs with "standard"
-SLURM_ENV = {"SLURM_TIME_FORMAT": "standard", "SLURM_BITSTR_LEN": "0"}  # 0: array task ids uncut
+# parsers read ISO 8601 (parse_text.parse_utc_time), so every command runs with "standard".
+# They print and read those times as local wall-clock time (localtime()/mktime(), so TZ rules):
+# in the autumn hour that daylight saving time repeats a local stamp names two instants, and a
+# spring one may name none. TZ=UTC makes every stamp Slurm prints, and every one hase passes
+# (reports.window.stamp for sacct -S/-E), one instant. SLURM_BITSTR_LEN 0: array task ids uncut.
+SLURM_ENV = {"SLURM_TIME_FORMAT": "standard", "SLURM_BITSTR_LEN": "0", "TZ": "UTC"}
 
 
 class CommandBackend:
@@ -171,7 +176,8 @@ class CommandBackend:
         cluster: str | None = None,
     ) -> list[AccountingRecord]:
         """sacct allocations in a window (or for `job_ids`, window ignored), of `cluster` (one
-        name) or else of this cluster."""
+        name) or else of this cluster. `since`/`until` in sacct's forms, a date and time in UTC
+        (reports.window.stamp), or relative (``now-1day``)."""
         argv = commands.sacct_parsable(since=since, until=until, job_ids=job_ids, cluster=cluster)
         return parse_sacct_parsable(self._run(argv), delimiter=commands.SACCT_DELIMITER)
 
@@ -222,7 +228,8 @@ class CommandBackend:
         return scheduler_depths(parse_show_config(self._run(commands.show_config())))
 
     def submit(self, args: Sequence[str], script: str | None = None) -> str:
-        """sbatch; returns the new job id."""
+        """sbatch; returns the new job id. Times in `args` (--begin) are UTC, and the job gets
+        SLURM_ENV (TZ=UTC) in its environment: user jobs go through hsbatch instead."""
         out = self._run(commands.sbatch(args), stdin=script).strip()
         job_id = out.splitlines()[-1].split(";")[0].strip() if out else ""
         if not job_id.isdigit():

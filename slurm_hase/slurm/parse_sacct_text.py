@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from slurm_hase.errors import SlurmParseError
-from slurm_hase.slurm.parse_text import complete_lines, parse_local_time
+from slurm_hase.slurm.parse_text import complete_lines, parse_utc_time
 from slurm_hase.slurm.tres import gpus_from_tres, parse_tres_list
 from slurm_hase.slurm.types import AccountingRecord, JobState
 
@@ -59,10 +59,10 @@ def _record(row: dict[str, str]) -> AccountingRecord:
         state=JobState.parse(row["State"]),
         exit_code=row.get("ExitCode", ""),
         partition=row.get("Partition", ""),
-        submit_time=parse_local_time(row.get("Submit", "")),
-        eligible_time=parse_local_time(row.get("Eligible", "")),
-        start_time=parse_local_time(row.get("Start", "")),
-        end_time=parse_local_time(row.get("End", "")),
+        submit_time=parse_utc_time(row.get("Submit", "")),
+        eligible_time=parse_utc_time(row.get("Eligible", "")),
+        start_time=parse_utc_time(row.get("Start", "")),
+        end_time=parse_utc_time(row.get("End", "")),
         elapsed_s=_elapsed(row.get("ElapsedRaw", "")),
         req_tres=parse_tres_list(row.get("ReqTRES")),
         alloc_tres=alloc,

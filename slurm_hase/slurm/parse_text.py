@@ -1,7 +1,10 @@
 """Parse Slurm's text output: ``scontrol show job|node|partition -o``, ``sinfo --version``,
-``scontrol show config`` and shared helpers (hostlists, local timestamps, durations).
+``scontrol show config`` and shared helpers (hostlists, UTC timestamps, durations).
 
-``sacct -P`` lives in parse_sacct_text.py, ``sacctmgr`` shares in parse_shares.py. Text timestamps are in the local time zone.
+``sacct -P`` lives in parse_sacct_text.py, ``sacctmgr`` shares in parse_shares.py. Text timestamps
+are UTC: Slurm prints local wall-clock time, and the adapter runs every command with TZ=UTC
+(command_backend.SLURM_ENV), so the autumn hour that daylight saving time repeats is never
+ambiguous.
 Slurm ends every record with a newline, so a last line without one was cut mid-record (a killed
 or truncated read): it raises SlurmParseError rather than yield a half-parsed record.
 Limitation: ``scontrol -o`` does not quote values, so a Comment containing `` Key=`` (a space,
@@ -11,6 +14,7 @@ comment) splits a one-line record; the lines after it are joined back to it.
 
 from __future__ import annotations
 
+import calendar
 import re
 import sys
 import time
@@ -49,13 +53,14 @@ def parse_version(raw: str) -> SlurmVersion:
     return SlurmVersion(int(m[1]), int(m[2]), int(m[3] or 0), m.group(0))
 
 
-def parse_local_time(value: str) -> int | None:
-    """``2026-11-29T22:41:13`` (local time) -> epoch; Unknown/None/N/A/"" -> None."""
+def parse_utc_time(value: str) -> int | None:
+    """``2026-11-29T22:41:13`` (UTC, as Slurm prints it under TZ=UTC) -> epoch, whatever this
+    process's time zone; Unknown/None/N/A/"" -> None."""
     v = value.strip()
     if v in ("", "Unknown", "None", "N/A", "(null)", "0"):
         return None
     try:
-        return int(time.mktime(time.strptime(v, "%Y-%m-%dT%H:%M:%S")))
+        return calendar.timegm(time.strptime(v, "%Y-%m-%dT%H:%M:%S"))
     except ValueError as exc:
         raise SlurmParseError("timestamp", f"bad time {value!r}") from exc
 
@@ -193,10 +198,10 @@ def _job(rec: dict[str, str]) -> Job:
         alloc_gpus=gpus_from_tres(alloc),
         nodes=_val(rec, "NodeList"),
         comment=_val(rec, "Comment"),
-        submit_time=parse_local_time(rec["SubmitTime"]),
-        eligible_time=parse_local_time(rec.get("EligibleTime", "")),
-        start_time=parse_local_time(rec["StartTime"]),
-        end_time=parse_local_time(rec["EndTime"]),
+        submit_time=parse_utc_time(rec["SubmitTime"]),
+        eligible_time=parse_utc_time(rec.get("EligibleTime", "")),
+        start_time=parse_utc_time(rec["StartTime"]),
+        end_time=parse_utc_time(rec["EndTime"]),
         time_limit_s=parse_duration(rec["TimeLimit"]),
         held=state is JobState.PENDING and (priority == 0 or why.startswith("JobHeld")),
         array_job_id=rec.get("ArrayJobId") or None,

@@ -11,6 +11,7 @@ from typing import TypeVar
 import pytest
 
 from slurm_hase.errors import HaseError, JobNotFoundError, SlurmCommandError
+from slurm_hase.reports.window import stamp
 from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.runner import SubprocessRunner
 from slurm_hase.slurm.tres import format_gpu_tres
@@ -192,12 +193,10 @@ def test_short_job_runs_and_is_accounted_with_gpu_type(slurm_backend: CommandBac
     assert rec.alloc_gpus == {"a100": 1}
     assert rec.nodes.startswith("a100-") and rec.exit_code == "0:0"
     assert rec.elapsed_s >= 1 and rec.start_time and rec.end_time
-    # the same record through a time window, as reports and refit ask for it
-    def stamp(t: float) -> str:
-        return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
-
+    # the same record through a time window, as reports and refit ask for it (UTC bounds)
     def listed(since: float, until: float) -> list[AccountingRecord]:
-        return [r for r in slurm_backend.accounting(since=stamp(since), until=stamp(until))
+        return [r for r in slurm_backend.accounting(since=stamp(int(since)),
+                                                    until=stamp(int(until)))
                 if r.job_id == job_id]
 
     assert listed(rec.start_time - 60, time.time() + 60) == [rec]

@@ -111,7 +111,7 @@ def test_a_cut_squeue_array_is_counted_and_warned_of(fixtures_dir: Path) -> None
 
 
 def test_slurm_commands_run_with_task_lists_whole() -> None:
-    assert SLURM_ENV == {"SLURM_TIME_FORMAT": "standard", "SLURM_BITSTR_LEN": "0"}
+    assert SLURM_ENV == {"SLURM_TIME_FORMAT": "standard", "SLURM_BITSTR_LEN": "0", "TZ": "UTC"}
 
 
 def test_the_command_sees_it_over_the_callers_own(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -193,3 +193,4 @@ def test_every_command_the_backend_runs_gets_it(fixtures_dir: Path) -> None:
             "sbatch --parsable", "scontrol update", "scontrol hold", "scontrol release",
             "scontrol requeue", "scancel 5"} <= ran
     assert all(env is not None and env.get("SLURM_BITSTR_LEN") == "0" for _, env in runner.envs)
+    assert all(env is not None and env.get("TZ") == "UTC" for _, env in runner.envs)  # DST

@@ -18,7 +18,7 @@ from slurm_hase.slurm.parse_sacct_text import parse_sacct_parsable
 from slurm_hase.slurm.runner import CommandResult
 from slurm_hase.slurm.types import JobState
 
-pytestmark = pytest.mark.usefixtures("utc")  # sacct's text times are local
+pytestmark = pytest.mark.usefixtures("utc")  # the window's forms are read in local time
 
 NOW = 1_796_000_000  # the report's clock reading (2026-11-30)
 START = NOW - 3600

@@ -83,9 +83,10 @@ def test_reads_through_the_backend(fixtures_dir: Path, v: str) -> None:
     # root's own user (root||root|1) sits beside teama and teamb: its part is root's
     assert backend.account_shares() == {"root": 1.0, "teama": 60.0, "teamb": 40.0}
     assert runner.calls[0][0] == ("squeue", "--json")  # no version probe needed for reads
-    # times come in the form the parsers read, whatever SLURM_TIME_FORMAT the caller has, and
-    # array task lists whole, whatever SLURM_BITSTR_LEN (sacct and squeue cut them at 64 bytes)
-    assert all(env == {"SLURM_TIME_FORMAT": "standard", "SLURM_BITSTR_LEN": "0"}
+    # times come in the form the parsers read, whatever SLURM_TIME_FORMAT the caller has, in
+    # UTC whatever TZ, and array task lists whole, whatever SLURM_BITSTR_LEN (sacct and squeue
+    # cut them at 64 bytes)
+    assert all(env == {"SLURM_TIME_FORMAT": "standard", "SLURM_BITSTR_LEN": "0", "TZ": "UTC"}
                for env in runner.envs)
 
 

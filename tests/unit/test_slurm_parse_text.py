@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,9 @@ from slurm_hase.slurm.parse_text import (
     expand_hostlist,
     parse_duration,
     parse_kv_line,
-    parse_local_time,
     parse_scontrol_jobs,
     parse_scontrol_partitions,
+    parse_utc_time,
     parse_version,
 )
 from tests.conftest import slurm_capture
@@ -52,17 +53,18 @@ def test_scontrol_job_array_and_times(fixtures_dir: Path) -> None:
     jobs = {j.name: j for j in parse_scontrol_jobs(cap(fixtures_dir, "22.05",
                                                        "scontrol-show-job.txt"))}
     assert jobs["arr"].array_job_id == "153" and jobs["arr"].array_task_id == "1-3"
-    assert jobs["done-t4"].submit_time == parse_local_time("2026-11-29T22:41:13") == 1795992073
+    assert jobs["done-t4"].submit_time == parse_utc_time("2026-11-29T22:41:13") == 1795992073
     assert jobs["held"].start_time is None and jobs["done-t4"].end_time == 1795992076
 
 
-def test_local_time_follows_timezone(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TZ", "Europe/Berlin")
-    time.tzset()
-    assert parse_local_time("2026-11-29T22:41:13") == 1795992073 - 3600
-    assert parse_local_time("Unknown") is None and parse_local_time("None") is None
+def test_text_times_are_utc_whatever_the_timezone(in_zone: Callable[[str], None]) -> None:
+    """Slurm prints them in UTC (the backend runs it with TZ=UTC), so hase's own zone is moot."""
+    in_zone("Europe/Berlin")
+    assert time.localtime(1795992073).tm_hour == 23  # the zone did change
+    assert parse_utc_time("2026-11-29T22:41:13") == 1795992073
+    assert parse_utc_time("Unknown") is None and parse_utc_time("None") is None
     with pytest.raises(SlurmParseError):
-        parse_local_time("yesterday")
+        parse_utc_time("yesterday")
 
 
 @pytest.mark.parametrize(("text", "secs"), [("UNLIMITED", None), ("00:00:01", 1),
