@@ -3,12 +3,15 @@
 Only the descriptor (model, batch size, iterations...) comes from the user; runtimes always come
 from the predictor. A malformed or hostile comment makes the job unknown (None, logged once)
 and the text is never passed to anything but the JSON parser. Results are cached per
-(job id, comment, GPU types), so a cycle over thousands of unchanged jobs predicts nothing new.
+(job id, comment, GPU types, GPU request, time limit), so a cycle over thousands of unchanged
+jobs predicts nothing new. A job that asks for an MPS share also gets its slowdown per type
+beside a copy of itself (JobEstimate.mps_slowdown), as the policies price a shared GPU by it.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -17,7 +20,7 @@ from typing import Protocol
 from slurm_hase.daemon.state import JobEstimate
 from slurm_hase.errors import DescriptorError, HaseError
 from slurm_hase.predict.descriptor import WorkloadDescriptor
-from slurm_hase.slurm.types import Job
+from slurm_hase.slurm.types import GpuRequest, Job
 
 log = logging.getLogger("slurm_hase.daemon.estimator")
 
@@ -40,6 +43,9 @@ class PredictorLike(Protocol):
     def predict(self, desc: WorkloadDescriptor,
                 gpu_types: Sequence[str]) -> Mapping[str, PredictionLike]: ...
 
+    def mps_slowdown(self, desc: WorkloadDescriptor, corunners: Sequence[WorkloadDescriptor],
+                     gpu_type: str) -> float: ...
+
 
 TypeResolver = Callable[[str], str]
 
@@ -51,13 +57,15 @@ def catalog_key(name: str) -> str:
     return resolve_gpu(name).key
 
 
-_Key = tuple[str, str, tuple[str, ...]]
+# (job id, comment, GPU types, GPU request, time limit): the estimate depends on each (a
+# description without gpus= is for the GPUs asked; without iterations, runtimes scale to the limit)
+_Key = tuple[str, str, tuple[str, ...], GpuRequest | None, int | None]
 
 
 class DescriptorEstimator:
     """Estimates from the `{"hase":1,...}` descriptor in the job comment."""
 
-    repeatable = True  # one answer per (job, comment, types) while the predictor is the same
+    repeatable = True  # one answer per _Key while the predictor is the same
 
     def __init__(self, predictor: PredictorLike, *, resolve: TypeResolver = catalog_key,
                  max_cache: int = 50_000) -> None:
@@ -70,7 +78,7 @@ class DescriptorEstimator:
 
     def estimate(self, job: Job, gpu_types: Sequence[str]) -> JobEstimate | None:
         """Predicted runtime per type, or None when the job carries no usable descriptor."""
-        key: _Key = (job.job_id, job.comment, tuple(gpu_types))
+        key: _Key = (job.job_id, job.comment, tuple(gpu_types), job.gpu, job.time_limit_s)
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
@@ -130,7 +138,29 @@ class DescriptorEstimator:
             return None
         if len(runtimes) != len(iters):
             runtimes = _scaled_runtimes(iters, job.time_limit_s)
-        return JobEstimate(runtime_s=runtimes, checkpoint=desc.checkpoint)
+        slowdown = self._mps_slowdown(job, desc, {t: keyed[t] for t in runtimes})
+        return JobEstimate(runtime_s=runtimes, mps_slowdown=slowdown, checkpoint=desc.checkpoint)
+
+    def _mps_slowdown(self, job: Job, desc: WorkloadDescriptor,
+                      keyed: Mapping[str, str]) -> dict[str, float]:
+        """Per type, the job's slowdown on a GPU shared through MPS, for a job that asks for a
+        share (gres/mps or mps= in its description); {} for any other. Its co-runner is taken
+        to be a copy of itself (the policy does not know who it will share with)."""
+        gpu = job.gpu
+        if not ((gpu is not None and gpu.mps > 0)
+                or (desc.mps_share is not None and desc.mps_share < 100)):
+            return {}
+        alone = desc.with_corunners(())
+        out: dict[str, float] = {}
+        for t, k in keyed.items():
+            try:
+                factor = float(self.predictor.mps_slowdown(alone, [alone], k))
+            except HaseError as exc:
+                log.warning("job %s: no MPS slowdown on %s: %s", job.job_id, t, exc)
+                continue
+            if math.isfinite(factor) and factor >= 1.0:
+                out[t] = factor
+        return out
 
 
 def _scaled_runtimes(iters: Mapping[str, float], limit_s: int | None) -> dict[str, float]:

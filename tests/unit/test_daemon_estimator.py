@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -30,6 +30,10 @@ class CountingPredictor:
         self.calls += 1
         it = desc.iterations
         return {t: Pred(SPEED[t], SPEED[t] * it if it else None) for t in gpu_types}
+
+    def mps_slowdown(self, desc: WorkloadDescriptor, corunners: Sequence[WorkloadDescriptor],
+                     gpu_type: str) -> float:
+        return 1.0
 
 
 def resolve(name: str) -> str:
@@ -133,3 +137,56 @@ def test_gpu_count_defaults_to_the_request(comment_gpus: int, asked: GpuRequest,
             state=JobState.PENDING, comment=comment, gpu=asked)
     assert DescriptorEstimator(pred, resolve=resolve).estimate(j, ["a100"]) is not None
     assert pred.gpus == [predicted_for]
+
+
+class SharingPredictor(CountingPredictor):
+    """CountingPredictor that also prices MPS sharing: 1.5x on every type but t4's 2x."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shared: list[tuple[WorkloadDescriptor, tuple[WorkloadDescriptor, ...], str]] = []
+
+    def mps_slowdown(self, desc: WorkloadDescriptor, corunners: Sequence[WorkloadDescriptor],
+                     gpu_type: str) -> float:
+        self.shared.append((desc, tuple(corunners), gpu_type))
+        return 2.0 if gpu_type == "t4" else 1.5
+
+
+def test_a_job_asking_an_mps_share_gets_its_slowdown_beside_a_copy_of_itself() -> None:
+    # before session 43 the daemon left mps_slowdown empty: every policy priced a shared GPU
+    # as fast as a whole one (the simulator's estimator did fill it)
+    pred = SharingPredictor()
+    share = Job(job_id="5", name="j", user="u", account="a", partition="gpu",
+                state=JobState.PENDING, comment=GOOD, gpu=GpuRequest(0, None, "node", 50))
+    est = DescriptorEstimator(pred, resolve=resolve).estimate(share, ["a100", "t4"])
+    assert est is not None and dict(est.mps_slowdown) == {"a100": 1.5, "t4": 2.0}
+    desc, corunners, _ = pred.shared[0]
+    assert corunners == (desc,) and desc.model == "resnet50" and not desc.corunner_gflops
+    whole = DescriptorEstimator(pred, resolve=resolve).estimate(job(GOOD, "6"), ["a100"])
+    assert whole is not None and dict(whole.mps_slowdown) == {}  # a whole GPU shares nothing
+
+
+def test_the_shipped_predictor_slows_an_mps_share_on_every_type() -> None:
+    from slurm_hase.predict.modelfile import load_predictor
+
+    share = Job(job_id="42", name="j", user="u", account="a", partition="gpu",
+                state=JobState.PENDING, gpu=GpuRequest(0, None, "node", 50),
+                comment='{"hase":1,"model":"resnet50","bs":64,"iters":10000,"mps":50}')
+    est = DescriptorEstimator(load_predictor()).estimate(share, ["a100", "v100", "t4"])
+    assert est is not None and set(est.mps_slowdown) == {"a100", "v100", "t4"}
+    assert all(1.0 < f < 10.0 for f in est.mps_slowdown.values()), est.mps_slowdown
+
+
+def test_a_changed_gpu_request_or_time_limit_is_estimated_again() -> None:
+    pred = CountingPredictor()
+    est = DescriptorEstimator(pred, resolve=resolve)
+    one = job(WorkloadDescriptor(model="resnet50", batch_size=64).to_comment(), limit=3600)
+    first = est.estimate(one, ["a100", "t4"])
+    assert est.estimate(one, ["a100", "t4"]) is first and pred.calls == 1
+    # scontrol update TresPerNode=gres:gpu:4: the description (no gpus=) is for 4 GPUs now
+    four = replace(one, gpu=GpuRequest(4, None, "node"))
+    assert est.estimate(four, ["a100", "t4"]) is not first and pred.calls == 2
+    # no iterations: runtimes scale to the time limit, which was raised
+    longer = est.estimate(replace(one, time_limit_s=7200), ["a100", "t4"])
+    assert longer is not None and first is not None
+    assert longer.runtime_s["t4"] == 2 * first.runtime_s["t4"] and pred.calls == 3
