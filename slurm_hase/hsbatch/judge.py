@@ -39,6 +39,9 @@ def judge(
         extrapolation = getattr(getattr(predict, "__self__", None), "extrapolation", None)
         if callable(extrapolation) and (why := extrapolation(desc)):
             notes.append(str(why))
+        if unknown := [t for t in types if t not in predictions]:
+            notes.append(f"no prediction for GPU type {', '.join(unknown)} (unknown to the "
+                         "predictor)")
     params = plan.params_m(desc)
     memory_of = summary.memory_gb.get if params is not None or hopts.explain else _unknown
     rows = plan.judge_types(types, desc, memory_of=memory_of, params_m=params,
@@ -94,9 +97,11 @@ def _read_cluster(runner: Runner) -> tuple[list[Node], list[Partition]]:
 
 
 def load_predict(path: str | None) -> PredictFn:
+    """The model file's predictions for the GPU types its catalog knows (a type it does not know
+    gets none, and the other types are still predicted)."""
     from slurm_hase.predict.modelfile import load_predictor
 
-    return load_predictor(path).predict
+    return load_predictor(path).predict_known
 
 
 def _memory_gb(gpu_type: str) -> float | None:

@@ -42,6 +42,8 @@ class TypeRow(NamedTuple):
     fast: bool | None = None  # within the speed slack of the fastest type (None = unknown)
     # a MIG instance type for a job on several GPUs: CUDA uses one instance per process
     one_gpu_only: bool = False
+    # the predictor gave no prediction for it (a type its GPU catalog does not know)
+    unknown: bool = False
 
     @property
     def candidate(self) -> bool:
@@ -71,7 +73,8 @@ def judge_types(
 ) -> list[TypeRow]:
     """A row per GPU type (``types``: type -> (GPU count, all its nodes carry the feature)):
     memory fit, predicted runtime, speed against the fastest usable type (``speed_slack`` > 0),
-    and whether nodes carry the feature."""
+    and whether nodes carry the feature. A type missing from ``predictions`` is unknown: never
+    fast when narrowing by speed, since its speed is not known."""
     from slurm_hase.policy.common import fast_types
     from slurm_hase.predict.mig import one_gpu_only
 
@@ -85,6 +88,7 @@ def judge_types(
     for t, (gpus, has_feature) in types.items():
         mem = memory_of(t)
         pred = (predictions or {}).get(t)
+        unknown = predictions is not None and t not in predictions
         r50 = getattr(pred, "runtime_p50_s", None)
         rows.append(TypeRow(
             gpu_type=t,
@@ -97,8 +101,9 @@ def judge_types(
             fits_memory=None if need is None or mem is None else need <= mem,
             finishes=None if time_limit_s is None or r50 is None else r50 <= time_limit_s,
             has_feature=has_feature,
-            fast=None if not fast or usable.get(t, 0.0) <= 0.0 else t in fast,
+            fast=None if not fast or (usable.get(t, 0.0) <= 0.0 and not unknown) else t in fast,
             one_gpu_only=t in single,
+            unknown=unknown,
         ))
     return rows
 
@@ -131,8 +136,9 @@ def why_nothing_fits(rows: Sequence[TypeRow], need_gb: float | None,
     timed = [r for r in rows if r.runtime_p50_s is not None and r.fits_memory is not False]
     if time_limit_s is not None and timed and all(r.finishes is False for r in timed):
         best = min(timed, key=lambda r: r.runtime_p50_s or 0.0)
+        which = " with a prediction" if any(r.unknown for r in rows) else ""
         parts.append(f"the predicted runtime exceeds the time limit of {time_limit_s} s on every "
-                     f"GPU type (fastest: {best.gpu_type}, {best.runtime_p50_s or 0.0:.0f} s)")
+                     f"GPU type{which} (fastest: {best.gpu_type}, {best.runtime_p50_s or 0.0:.0f} s)")
     if not parts:
         parts.append("no GPU type is both fast enough and able to run it")
     return "no GPU type here can run this job: " + "; ".join(parts)

@@ -54,6 +54,12 @@ def _flag(v: bool | None) -> str:
     return "?" if v is None else ("yes" if v else "no")
 
 
+def _fast(r: TypeRow) -> str:
+    if r.unknown:
+        return "no: unknown" if r.fast is False else "unknown"
+    return _flag(r.fast)
+
+
 def explain_table(
     rows: Sequence[TypeRow], comment: str | None, constraint: str | None, notes: Sequence[str]
 ) -> str:
@@ -67,7 +73,7 @@ def explain_table(
         (r.gpu_type, str(r.gpus), "-" if r.memory_gb is None else f"{r.memory_gb:g}",
          _secs(r.iter_p50_s), _secs(r.iter_p90_s), _secs(r.runtime_p50_s),
          _secs(r.runtime_p90_s), "no: MIG" if r.one_gpu_only else _flag(r.fits_memory),
-         _flag(r.finishes), _flag(r.fast),
+         _flag(r.finishes), _fast(r),
          "*" if r.gpu_type in candidates else "")
         for r in rows
     ]

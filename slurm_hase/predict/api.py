@@ -227,6 +227,21 @@ class Predictor:
             )
         return out
 
+    def predict_known(
+        self, desc: WorkloadDescriptor, gpu_types: Sequence[str]
+    ) -> dict[str, Prediction]:
+        """``predict`` for the types the GPU catalog resolves; the others get no entry."""
+        from slurm_hase.errors import UnknownGpuError
+
+        known: list[str] = []
+        for name in gpu_types:
+            try:
+                resolve_gpu(name)
+            except UnknownGpuError:
+                continue
+            known.append(name)
+        return self.predict(desc, known)
+
     def _one(
         self, job: list[float], spec: GpuSpec, precision: str, unseen: bool = False,
         cf: tuple[str | None, str, str] | None = None, desc: WorkloadDescriptor | None = None,

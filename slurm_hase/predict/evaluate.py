@@ -11,6 +11,8 @@ from typing import Any
 from slurm_hase.errors import DataError
 from slurm_hase.predict.api import Predictor
 from slurm_hase.predict.dataset import Measurement
+from slurm_hase.predict.fitting import group_key
+from slurm_hase.predict.keys import model_key
 
 SPLITS: tuple[str, ...] = ("random", "leave-one-gpu-out", "leave-one-model-out", "leave-one-pair-out")
 
@@ -39,14 +41,14 @@ def mape(pred: Sequence[float], true: Sequence[float]) -> float:
 
 
 def score(rows: Sequence[Measurement], pred: Sequence[float]) -> Score:
-    """Score predictions aligned with rows."""
+    """Score predictions aligned with rows (per model by ``model_key``: spellings as one)."""
     true = [m.iter_time_s for m in rows]
     by_gpu: dict[str, list[int]] = defaultdict(list)
     by_model: dict[str, list[int]] = defaultdict(list)
     co: list[int] = []
     for i, m in enumerate(rows):
         by_gpu[m.gpu].append(i)
-        by_model[m.model].append(i)
+        by_model[model_key(m.desc)].append(i)
         if m.desc.corunner_gflops:
             co.append(i)
 
@@ -71,7 +73,6 @@ def predict_rows(pred: Predictor, rows: Sequence[Measurement]) -> list[float]:
     from slurm_hase.predict.catalog import resolve_gpu
     from slurm_hase.predict.completion import context_key
     from slurm_hase.predict.fitting import matrix
-    from slurm_hase.predict.keys import model_key
     from slurm_hase.predict.pairs import query_shift
 
     floors = pred.floor_rows(rows)
@@ -96,15 +97,12 @@ def folds(rows: Sequence[Measurement], split: str, k: int = 5, seed: int = 0) ->
         idx = list(range(len(rows)))
         random.Random(seed).shuffle(idx)
         return [idx[i::k] for i in range(k)]
-    key: Callable[[Measurement], str]
-    if split == "leave-one-gpu-out":
-        key = lambda m: m.gpu  # noqa: E731
-    elif split == "leave-one-model-out":
-        key = lambda m: m.model  # noqa: E731
-    elif split == "leave-one-pair-out":
-        key = lambda m: f"{m.model}@{m.gpu}"  # noqa: E731
-    else:
+    # models by model_key, as training knows them: `lstm` and `LSTM-LM` are one held-out model
+    groups_of = {"leave-one-gpu-out": "gpu", "leave-one-model-out": "model",
+                 "leave-one-pair-out": "pair"}
+    if split not in groups_of:
         raise DataError(f"unknown split {split!r} (choose from {', '.join(SPLITS)})")
+    key = group_key(groups_of[split])
     groups: dict[str, list[int]] = defaultdict(list)
     for i, m in enumerate(rows):
         groups[key(m)].append(i)

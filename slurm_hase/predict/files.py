@@ -46,7 +46,7 @@ def write_together(outputs: Sequence[Output], before_commit: Callable[[], None] 
 
 def _stage(path: str | Path, text: str, error: type[HaseError]) -> Path:
     """Write ``text`` to a new staging file beside PATH and return it; ``error`` naming the path
-    if it fails (no staging file left). The mode follows the umask like any new file."""
+    if it fails (no staging file left). A file replaced keeps its mode; a new one follows the umask."""
     try:
         return stage_beside(path, text)
     except OSError as exc:
