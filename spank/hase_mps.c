@@ -16,8 +16,13 @@
  * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE in the job's environment (slurmd sets it for --gres=mps:N):
  *   CUDA_MPS_PIPE_DIRECTORY=<pipe_dir>/<jobid>
  *   CUDA_MPS_LOG_DIRECTORY=<log_dir>/<jobid>
+ *   CUDA_VISIBLE_DEVICES=<the step's GPUs in the MPS server's numbering>
  * and, with --hase-mps only, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=PERCENT, SLURM_HASE_MPS=PERCENT
- * (and SLURM_HASE_SHARE_TAG when given). Without a daemon, --hase-mps logs one error line and
+ * (and SLURM_HASE_SHARE_TAG when given). The server numbers the GPUs the prolog gave its daemon
+ * from 0, in the order the prolog wrote their Slurm numbers to <pipe_dir>/<jobid>/slurm-gpus;
+ * the task gets the places there of its step's GPUs (SLURM_STEP_GPUS, else SLURM_JOB_GPUS).
+ * When that cannot be worked out, one error line says why and CUDA_VISIBLE_DEVICES stays as
+ * Slurm set it (the task still runs). Without a daemon, --hase-mps logs one error line and
  * leaves the task's environment alone (CUDA would look for a daemon that is not there); when
  * the check fails otherwise (the job's user cannot enter pipe_dir), any MPS job logs why.
  * In every task, CUDA_MPS_PIPE_DIRECTORY / CUDA_MPS_LOG_DIRECTORY naming another job's directory
@@ -28,6 +33,7 @@
  *   pipe_dir=/run/hase-mps  log_dir=/var/log/hase-mps
  * Absolute paths of at most HASE_PATH_MAX-1 characters from [A-Za-z0-9_@%+=:,./-].
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,10 +43,10 @@
 
 #include <slurm/spank.h>
 
+#include "hase_mps.h"
+
 SPANK_PLUGIN(hase_mps, 1);
 
-#define HASE_PATH_MAX 1024
-#define HASE_TAG_MAX 64
 
 static int mps_percent = 0; /* 0 = option not given */
 static char share_tag[HASE_TAG_MAX] = "";
@@ -225,7 +231,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     return 0;
 }
 
-static int set_env(spank_t sp, const char *name, const char *value)
+int set_env(spank_t sp, const char *name, const char *value)
 {
     spank_err_t rc = spank_setenv(sp, name, value, 1);
 
@@ -344,6 +350,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         return -1;
     if (share_tag[0] != '\0' && set_env(sp, "SLURM_HASE_SHARE_TAG", share_tag) != 0)
         return -1;
+    set_server_devices(sp, pipe_base, job_id);
     return 0;
 }
 

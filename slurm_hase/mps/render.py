@@ -24,6 +24,9 @@ PLUGSTACK_FILE = "hase-mps-plugstack.conf"
 SAFE_PATH = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 SAFE_CHARS = "letters, digits and _@%+=:,./-"
 PATH_MAX_CHARS = 1023  # HASE_PATH_MAX - 1 in spank/hase_mps.c
+# Where the prolog looks up each GPU's UUID from its device minor number (Slurm's GPU number):
+# the NVIDIA driver's <PCI bus id>/information files. A parameter for tests (a fake tree).
+GPU_INFO_DIR = "/proc/driver/nvidia/gpus"
 
 
 class MpsConfigError(ConfigError):
@@ -171,12 +174,14 @@ def _environment(template_dir: Path | None) -> jinja2.Environment:
     return env
 
 
-def render(kind: str, config: MpsConfig, template_dir: Path | None = None) -> str:
-    """Render the "prolog" or "epilog" script text."""
+def render(kind: str, config: MpsConfig, template_dir: Path | None = None, *,
+           gpu_info_dir: str = GPU_INFO_DIR) -> str:
+    """Render the "prolog" or "epilog" script text (gpu_info_dir: see GPU_INFO_DIR)."""
     if kind not in TEMPLATES:
         raise ConfigError(f"unknown MPS script {kind!r}; expected prolog or epilog")
     template = _environment(template_dir).get_template(TEMPLATES[kind])
-    values = {f.name: getattr(config, f.name) for f in fields(config)}
+    values: dict[str, object] = {f.name: getattr(config, f.name) for f in fields(config)}
+    values["gpu_info_dir"] = gpu_info_dir
     return template.render(**values)
 
 
@@ -186,14 +191,16 @@ def plugstack_line(config: MpsConfig) -> str:
 
 
 def write_scripts(
-    config: MpsConfig, out_dir: Path, template_dir: Path | None = None
+    config: MpsConfig, out_dir: Path, template_dir: Path | None = None, *,
+    gpu_info_dir: str = GPU_INFO_DIR,
 ) -> dict[str, Path]:
     """Render both scripts into out_dir as hase-mps-{prolog,epilog}.sh (mode 0755), and the
     matching plugstack.conf line as hase-mps-plugstack.conf (mode 0644; `include` it).
 
     ConfigError names the path when it cannot be written (no permission, a file in the way).
     """
-    texts = {kind: render(kind, config, template_dir) for kind in TEMPLATES}
+    texts = {kind: render(kind, config, template_dir, gpu_info_dir=gpu_info_dir)
+             for kind in TEMPLATES}
     texts["plugstack"] = ("# slurm-hase MPS: written by `hase gpu mps render` with the prolog/epilog"
                           " in this directory\n" + plugstack_line(config) + "\n")
     written: dict[str, Path] = {}

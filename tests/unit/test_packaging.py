@@ -57,7 +57,8 @@ def test_wheel_installs_the_docs(wheel_names: set[str]) -> None:
 
 def test_wheel_installs_the_spank_plugin_source(wheel_names: set[str]) -> None:
     # docs/install.md step 4 builds it from <prefix>/share/slurm-hase/spank on a node
-    assert _data(wheel_names, "share/slurm-hase/spank") == {"hase_mps.c", "Makefile", "README.md"}
+    assert _data(wheel_names, "share/slurm-hase/spank") == {
+        "hase_mps.c", "hase_mps_gpus.c", "hase_mps.h", "Makefile", "README.md"}
 
 
 def test_wheel_carries_the_shipped_model_and_its_provenance(wheel_names: set[str]) -> None:

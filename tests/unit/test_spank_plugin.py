@@ -348,3 +348,104 @@ def test_new_slurm_headers_rebuild_the_plugin(tmp_path: Path, header: str) -> No
     built_at = (tmp_path / "out" / "hase_mps.so").stat().st_mtime
     os.utime(inc / "slurm" / header, (built_at + 10, built_at + 10))  # the upgrade
     assert subprocess.run([*args, "-q"], capture_output=True, check=False).returncode == 1
+
+
+# --- CUDA_VISIBLE_DEVICES in the MPS server's numbering: the prolog's daemon serves the Slurm GPUs
+# listed in <pipe>/slurm-gpus, renumbered from 0 in that order (NVIDIA: with CUDA_VISIBLE_DEVICES
+# set on the daemon, a client sees the remapped devices). Slurm's CUDA_VISIBLE_DEVICES is the
+# global number (or, with ConstrainDevices, the index among the step's GPUs): neither is the
+# server's. -----------------------------------------------------------------------------------------
+
+def _gpu_daemon(tmp_path: Path, job: int, served: str | None) -> list[str]:
+    """The job's daemon, serving the Slurm GPUs `served` (the prolog's slurm-gpus file; None: no
+    file, as a prolog rendered before it wrote one)."""
+    args = _daemon(tmp_path, job)
+    if served is not None:
+        (tmp_path / "pipe" / str(job) / "slurm-gpus").write_text(served)
+    return args
+
+
+def _visible(lines: list[str]) -> list[str]:
+    return [ln for ln in _setenv(lines) if ln.startswith("CUDA_VISIBLE_DEVICES=")]
+
+
+def _errors(lines: list[str]) -> list[str]:
+    return [ln for ln in lines if ln.startswith("error ")]
+
+
+@pytest.mark.parametrize(("served", "env", "visible"), [
+    ("1,3\n", {"SLURM_STEP_GPUS": "3", "SLURM_JOB_GPUS": "1,3", "CUDA_VISIBLE_DEVICES": "3"}, "1"),
+    ("1,3\n", {"SLURM_STEP_GPUS": "1", "SLURM_JOB_GPUS": "1,3", "CUDA_VISIBLE_DEVICES": "0"}, "0"),
+    ("2\n", {"SLURM_JOB_GPUS": "2", "CUDA_VISIBLE_DEVICES": "2"}, "0"),
+    ("0,1,2,3\n", {"SLURM_STEP_GPUS": "3,1"}, "3,1"),
+    ("3,0\n", {"SLURM_STEP_GPUS": "0,3"}, "1,0"),  # the daemon's order, not the numbers'
+    (" 1 , 3 ", {"SLURM_STEP_GPUS": "3"}, "1"),  # blanks and no newline
+    ("01,3\n", {"SLURM_STEP_GPUS": "1"}, "0"),  # numbers compare as numbers
+])
+def test_task_gets_the_servers_device_numbers(built: tuple[Path, Path], tmp_path: Path,
+                                             served: str, env: dict[str, str],
+                                             visible: str) -> None:
+    args = _gpu_daemon(tmp_path, 4242, served)
+    rc, lines = _remote(built, 4242, *args, "--", "hase-mps=50", **env)
+    assert rc == 0, lines
+    assert _visible(lines) == [f"CUDA_VISIBLE_DEVICES={visible}"], lines
+    assert _errors(lines) == [], lines
+
+
+def test_gres_mps_job_is_renumbered_too(built: tuple[Path, Path], tmp_path: Path) -> None:
+    args = _gpu_daemon(tmp_path, 4242, "1\n")
+    rc, lines = _remote(built, 4242, *args, "--", CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="50",
+                        SLURM_JOB_GPUS="1", CUDA_VISIBLE_DEVICES="1")
+    assert rc == 0 and _visible(lines) == ["CUDA_VISIBLE_DEVICES=0"], lines
+
+
+def test_a_one_gpu_daemon_serves_device_0_without_slurms_gpu_variables(
+        built: tuple[Path, Path], tmp_path: Path) -> None:
+    # a --gres=mps job may have neither SLURM_STEP_GPUS nor SLURM_JOB_GPUS; Slurm gives it one
+    # GPU a node, which its daemon serves as device 0
+    args = _gpu_daemon(tmp_path, 4243, "2\n")
+    rc, lines = _remote(built, 4243, *args, "--", CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="50",
+                        CUDA_VISIBLE_DEVICES="2")
+    assert rc == 0 and _visible(lines) == ["CUDA_VISIBLE_DEVICES=0"], lines
+    assert not [ln for ln in lines if "left as Slurm set it" in ln], lines
+
+
+@pytest.mark.parametrize(("served", "env", "why"), [
+    (None, {"SLURM_STEP_GPUS": "1"}, "cannot read {pipe}/slurm-gpus: No such file or directory"),
+    ("1,3\n", {"SLURM_STEP_GPUS": "2", "SLURM_JOB_GPUS": "1,2"},
+     "GPU 2 of this step is not one the job's MPS daemon serves (1,3)"),
+    ("1,3\n", {}, "neither SLURM_STEP_GPUS nor SLURM_JOB_GPUS is set"),
+    ("1,3\n", {"SLURM_STEP_GPUS": "", "SLURM_JOB_GPUS": ""},
+     "neither SLURM_STEP_GPUS nor SLURM_JOB_GPUS is set"),
+    ("", {"SLURM_STEP_GPUS": "1"}, "{pipe}/slurm-gpus is malformed (an empty entry)"),
+    ("1,,3", {"SLURM_STEP_GPUS": "1"}, "{pipe}/slurm-gpus is malformed (an empty entry)"),
+    ("1\n3\n", {"SLURM_STEP_GPUS": "1"}, "{pipe}/slurm-gpus is malformed (more than one line)"),
+    (",".join(str(i) for i in range(65)), {"SLURM_STEP_GPUS": "1"},
+     "{pipe}/slurm-gpus is malformed (more than 64 entries)"),
+    ("1," * 3000 + "1", {"SLURM_STEP_GPUS": "1"},
+     "{pipe}/slurm-gpus is malformed (longer than 4095 bytes)"),
+    ("1,3", {"SLURM_STEP_GPUS": "1,,3"}, "SLURM_STEP_GPUS=1,,3 is malformed (an empty entry)"),
+    ("1,3", {"SLURM_STEP_GPUS": "1," * 3000}, "SLURM_STEP_GPUS is longer than 4095 bytes"),
+])
+def test_unknown_numbering_leaves_cuda_visible_devices_and_says_why(
+        built: tuple[Path, Path], tmp_path: Path, served: str | None, env: dict[str, str],
+        why: str) -> None:
+    """The task is never failed for this: CUDA_VISIBLE_DEVICES stays as Slurm set it, the MPS
+    directories are still set, and one error line says why."""
+    args = _gpu_daemon(tmp_path, 4242, served)
+    rc, lines = _remote(built, 4242, *args, "--", "hase-mps=50", CUDA_VISIBLE_DEVICES="1", **env)
+    assert rc == 0, lines
+    assert _visible(lines) == [], lines
+    assert f"CUDA_MPS_PIPE_DIRECTORY={tmp_path}/pipe/4242" in _setenv(lines)
+    pipe = f"{tmp_path}/pipe/4242"
+    assert _errors(lines) == [
+        "error hase_mps: job 4242: CUDA_VISIBLE_DEVICES left as Slurm set it (1), which may not "
+        "name this task's GPUs in the MPS server's numbering: " + why.format(pipe=pipe)], lines
+
+
+def test_no_daemon_no_renumbering(built: tuple[Path, Path], tmp_path: Path) -> None:
+    """Another job's daemon (and its file) is not this job's."""
+    args = _gpu_daemon(tmp_path, 1, "0\n")
+    rc, lines = _remote(built, 4242, *args, "--", CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="50",
+                        SLURM_JOB_GPUS="0", CUDA_VISIBLE_DEVICES="0")
+    assert rc == 0 and _setenv(lines) == [] and _errors(lines) == [], lines
