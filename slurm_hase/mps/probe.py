@@ -59,8 +59,9 @@ class GpuInfo:
                     "not shared through slurm-hase's MPS")
         if self.compute_capability == UNKNOWN_CC:
             return (f"GPU {self.index}: compute capability unknown (this pynvml has no "
-                    "nvmlDeviceGetCudaComputeCapability; pip install -U nvidia-ml-py): "
-                    "MPS support not checked, left out of Name=mps")
+                    "nvmlDeviceGetCudaComputeCapability, or NVML could not answer it for this "
+                    "GPU; pip install -U nvidia-ml-py): MPS support not checked, left out of "
+                    "Name=mps")
         if self.mps_capable and not self.mps_shareable:
             return (f"GPU {self.index}: compute mode exclusive_process admits one process: with "
                     "per-job MPS daemons only one job at a time can use it, a second job's MPS "
@@ -117,12 +118,17 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _compute_capability(nvml: Any, handle: Any) -> str:
-    """ "8.0", or UNKNOWN_CC where pynvml predates nvmlDeviceGetCudaComputeCapability."""
+def _compute_capability(nvml: Any, handle: Any, error: type[BaseException]) -> str:
+    """ "8.0", or UNKNOWN_CC where pynvml predates nvmlDeviceGetCudaComputeCapability or NVML
+    cannot answer it (a driver or vGPU that does not support the query): that GPU is left out
+    of MPS, not the whole probe."""
     query = getattr(nvml, "nvmlDeviceGetCudaComputeCapability", None)
     if query is None:
         return UNKNOWN_CC
-    major, minor = query(handle)
+    try:
+        major, minor = query(handle)
+    except error:
+        return UNKNOWN_CC
     return f"{int(major)}.{int(minor)}"
 
 
@@ -167,7 +173,7 @@ def probe(nvml: Any | None = None, resolve: TypeResolver | None = None) -> Probe
                 name=name,
                 uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
                 memory_mib=int(nvml.nvmlDeviceGetMemoryInfo(handle).total) // (1024 * 1024),
-                compute_capability=_compute_capability(nvml, handle),
+                compute_capability=_compute_capability(nvml, handle, error),
                 compute_mode=COMPUTE_MODES.get(mode, f"unknown({mode})"),
                 minor_number=int(nvml.nvmlDeviceGetMinorNumber(handle)),
                 type_key=resolve(name),

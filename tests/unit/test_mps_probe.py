@@ -68,6 +68,24 @@ def test_old_pynvml_gives_unknown_compute_capability(old_pynvml: None) -> None:
     assert result.as_dict()["gpus"][0]["compute_capability"] == "unknown"
 
 
+def test_a_compute_capability_nvml_cannot_answer_leaves_that_gpu_unknown(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a driver or vGPU without the query: NVML raises (before, "NVML query failed" ended the
+    # whole probe)
+    mod = fake_pynvml()
+
+    def unsupported(h: int) -> tuple[int, int]:
+        if h == 1:
+            raise FakeNVMLError("Not Supported")
+        return (8, 0)
+
+    mod.nvmlDeviceGetCudaComputeCapability = unsupported  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pynvml", mod)
+    result = probe()
+    assert [g.compute_capability for g in result.gpus] == ["8.0", UNKNOWN_CC]
+    assert "NVML could not answer it" in result.gpus[1].mps_note
+
+
 def test_old_pynvml_cli_table_and_gres(old_pynvml: None) -> None:
     res = CliRunner().invoke(cli, ["gpu", "probe"])
     assert res.exit_code == 0, res.output

@@ -59,3 +59,13 @@ def test_a_refused_percentage_stops_the_daemon(node: dict[str, Path]) -> None:
     assert "set_default_active_thread_percentage 40 failed: fake failure" in proc.stderr
     assert not (node["pipe"] / "4242").exists()
     assert not any("start_server" in c for c in _calls(node))
+
+
+def test_a_share_with_a_newline_cannot_forge_a_log_line(node: dict[str, Path]) -> None:
+    # the job API sets SPANK_SLURM_HASE_MPS to any string; the refusal quoted it as it was
+    scripts = _scripts(node)
+    proc = _run(scripts["prolog"], node, SPANK_SLURM_HASE_MPS="50\nhase-mps job=1: FORGED")
+    assert proc.returncode == 0
+    refusals = [ln for ln in proc.stderr.splitlines() if "is not a whole percentage" in ln]
+    assert len(refusals) == 1 and "'50?hase-mps job=1: FORGED'" in refusals[0], proc.stderr
+    assert not [ln for ln in proc.stderr.splitlines() if ln.startswith("hase-mps job=1: FORGED")]
