@@ -13,13 +13,13 @@ import math
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
-from operator import attrgetter, is_
 from time import perf_counter
 from typing import Protocol
 
 from slurm_hase.daemon.act import apply_updates
 from slurm_hase.daemon.digest import job_digest, state_digest
-from slurm_hase.daemon.records import DEFAULT_BEGIN_HORIZON_S, waits_on_other
+from slurm_hase.daemon.quiet import QuietWatch, same_job_set
+from slurm_hase.daemon.records import DEFAULT_BEGIN_HORIZON_S
 from slurm_hase.daemon.requeue import apply_requeues, plan_requeues
 from slurm_hase.daemon.reset import reset_update
 from slurm_hase.daemon.safety import (
@@ -41,7 +41,7 @@ from slurm_hase.daemon.state import (
 )
 from slurm_hase.errors import PolicyError
 from slurm_hase.policy.common import NICE_MAX
-from slurm_hase.policy.types import ClusterState, Decision, Policy, RunningJob
+from slurm_hase.policy.types import ClusterState, Decision, Policy
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.backend import SlurmBackend
 from slurm_hase.slurm.types import Job, JobState, JobUpdate, Node
@@ -87,8 +87,8 @@ class CycleConfig:
     requeue: bool = False
     requeue_max: int = 8  # requeues per cycle at most
     requeue_min_run_s: float = 600.0  # never requeue a job that started less than this ago
-    # a pending job whose begin time (--begin) is further ahead gets no record: no GPU is
-    # planned or requeued for it yet (records.begins_later)
+    # a pending job whose begin time (--begin) is further ahead may not start now: no GPU is
+    # planned or requeued for it yet (records.begins_later, _decide)
     begin_horizon_s: float = DEFAULT_BEGIN_HORIZON_S
     # How deep Slurm's passes look into the priority order (ClusterState.scheduler_depth; the
     # daemon reads it from `scontrol show config` at start, the simulator from its SlurmConfig).
@@ -103,54 +103,8 @@ class CycleConfig:
     refresh_s: float = DEFAULT_REFRESH_S
 
 
-@dataclass
-class QuietWatch:
-    """What the last deciding cycle observed (its jobs and nodes), when, and the running jobs
-    it built; the caller keeps one across cycles (run_cycle's `watch`)."""
-
-    jobs: list[Job] | None = None
-    nodes: list[Node] | None = None
-    decided_at: float = -math.inf
-    running: Sequence[RunningJob] = ()  # for the ledger in quiet cycles
-    # when a job the last deciding cycle left out for its begin time comes within the horizon
-    # (records.begins_later): from then on a cycle decides
-    wake_at: float = math.inf
-
-
 # why a cycle sends nothing while the state store cannot be written (cycle._apply)
 NOT_RECORDED = "the state store could not record it first (docs/daemon.md, Faults)"
-
-
-def _job_set_key(job: Job) -> tuple[object, ...]:
-    """(state, held, waiting on other than GPUs, restarts, GPU request, partition, begin
-    time). Not the reason BeginTime: Slurm clears it on every update of the job (the daemon's
-    own too) and sets it again at its next pass; the begin time (EligibleTime) stays."""
-    return (job.state, job.held, waits_on_other(job.reason), job.restarts, job.gpu,
-            job.partition, job.eligible_time)
-
-
-def _job_set(jobs: Sequence[Job]) -> dict[str, tuple[object, ...]]:
-    """Job id -> _job_set_key: a job's Nice and Features are left out, as the daemon changes
-    them itself; its pending reason only as far as it waits on other than GPUs (a dependency
-    met makes it one the policy plans for)."""
-    return dict(zip(map(attrgetter("job_id"), jobs), map(_job_set_key, jobs), strict=True))
-
-
-def _same_job_set(before: Sequence[Job] | None, now: Sequence[Job]) -> bool:
-    """Whether `now` holds the same jobs as `before` with the same _job_set entries. Cheap
-    where a backend hands back the same Job objects (the simulator): those are not compared."""
-    if before is None or len(before) != len(now):
-        return False
-    if all(map(is_, before, now)):
-        return True
-    ids = attrgetter("job_id")
-    ids_before, ids_now = list(map(ids, before)), list(map(ids, now))
-    if ids_before == ids_now:  # the same order: compare the others
-        return all(_job_set_key(a) == _job_set_key(b) for a, b in zip(before, now, strict=True)
-                   if a is not b)
-    if set(ids_before) != set(ids_now):  # one job left and another came: no need to compare
-        return False
-    return _job_set(before) == _job_set(now)
 
 
 @dataclass
@@ -268,9 +222,23 @@ def _left_partitions(outside: Sequence[Job], owned: Mapping[str, OwnedAttrs] | N
     return updates, reasons, clean
 
 
-def _decide(policy: Policy, state: ClusterState) -> list[Decision]:
-    """policy.decide; any exception it raises comes out as a PolicyError naming the policy
-    (before anything is planned or sent: the cycle does nothing)."""
+def _decide(policy: Policy, state: ClusterState,
+            later: Mapping[str, float] | None = None) -> list[Decision]:
+    """policy.decide. Jobs in `later` (their begin time is past the horizon: records.
+    begins_later) may not start now: the policy decides for the others as if those were not
+    there, so none takes a free GPU from a job that may start, nor has a running job requeued
+    for it; their own Nice and constraint come from a second decide over every job (requeues
+    from it dropped), ready when they may start. Any exception a policy raises comes out as a
+    PolicyError naming it (before anything is planned or sent: the cycle does nothing)."""
+    if not later:
+        return _decide_once(policy, state)
+    ready = [p for p in state.pending if p.job_id not in later]
+    decisions = _decide_once(policy, replace(state, pending=ready))
+    decisions += [d for d in _decide_once(policy, state) if d.job_id in later and not d.requeue]
+    return decisions
+
+
+def _decide_once(policy: Policy, state: ClusterState) -> list[Decision]:
     try:
         return policy.decide(state)
     except PolicyError:
@@ -315,7 +283,7 @@ def run_cycle(
     # (a clock stepped back since the last deciding cycle decides at once: quiet cycles are
     # bounded by refresh_s of the clock's own time, never by how far it went back)
     if (watch is not None and 0.0 <= started - watch.decided_at < config.refresh_s
-            and started < watch.wake_at and nodes == watch.nodes and _same_job_set(watch.jobs, jobs)
+            and started < watch.wake_at and nodes == watch.nodes and same_job_set(watch.jobs, jobs)
             and not _put_back_due(outside, owned)):
         # the same jobs run as when the watch was set: the ledger counts their service as a
         # deciding cycle would (a job that ends before the next observation keeps its share)
@@ -327,12 +295,12 @@ def run_cycle(
     settled = settle_owned(owned, [*jobs, *outside])
     cache = _cache_for(backend)
     # jobs are in managed partitions already (observe), so the summary covers all of them
-    state, pending_jobs, by_type, wake_at = _build_state(jobs, nodes, estimator, {}, shares,
-                                                         started, config, cache)
+    state, pending_jobs, by_type, later = _build_state(jobs, nodes, estimator, {}, shares,
+                                                       started, config, cache)
     ledger.observe(state.running, started)
     state = replace(state, usage=ledger.usage(), scheduler_depth=config.scheduler_depth)
     marks.append(perf_counter())
-    decisions = _decide(policy, state)
+    decisions = _decide(policy, state, later)
     marks.append(perf_counter())
     skipped: list[tuple[str, str]] = []
     capacity = cache.summary[1] if cache.summary is not None else None
@@ -375,7 +343,7 @@ def run_cycle(
         done = not (result.unavailable or result.errors or result.not_recorded)
         watch.jobs, watch.nodes = (jobs, nodes) if done else (None, None)
         watch.decided_at, watch.running = started, state.running  # built this cycle
-        watch.wake_at = wake_at
+        watch.wake_at = min(later.values(), default=math.inf)
     marks.append(perf_counter())
     result.stages = dict(zip(STAGES, (b - a for a, b in pairwise(marks)), strict=True))
     result.duration_s = max(clock.now() - started, 0.0)

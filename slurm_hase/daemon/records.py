@@ -7,7 +7,6 @@ Nice/Features changed) and asks the estimator only then.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -25,7 +24,7 @@ MPS_PER_GPU = 100
 # no free GPU in the policy's plan, counts in no account's demand, and no running job is
 # requeued for it. Not the reason BeginTime: Slurm shows a job it requeued moments ago so, and
 # an admin's `scontrol update StartTime=now` starts one at once. A job's begin time counts
-# instead (begins_later).
+# instead (begins_later): such a job keeps its record, but the cycle decides around it.
 _WAITS_ON_OTHER = frozenset({"Dependency", "DependencyNeverSatisfied", "JobArrayTaskLimit"})
 _LIMIT_PREFIXES = ("AssocGrp", "AssocMax", "Association", "QOSGrp", "QOSMax", "QOSJobLimit",
                    "QOSResourceLimit", "QOSTimeLimit", "QOSUsageThreshold")
@@ -37,16 +36,17 @@ def waits_on_other(reason: str) -> bool:
     return reason in _WAITS_ON_OTHER or reason.startswith(_LIMIT_PREFIXES)
 
 
-# How far ahead a pending job's begin time (Slurm's EligibleTime) may be for the job to get a
-# record (CycleConfig.begin_horizon_s). Past Slurm's hold of a job it requeued (EligibleTime =
-# the requeue + cred_expire + 1 s: 121 s by default), so a requeued job stays planned for.
+# How far ahead a pending job's begin time (Slurm's EligibleTime) may be for the job to count
+# as one that may start now (CycleConfig.begin_horizon_s). Past Slurm's hold of a job it
+# requeued (EligibleTime = the requeue + cred_expire + 1 s: 121 s by default), so a requeued
+# job is planned for as any other.
 DEFAULT_BEGIN_HORIZON_S = 300.0
 
 
 def begins_later(job: Job, now: float, horizon_s: float) -> float | None:
     """When a pending job that may not start before now + horizon_s (its --begin) comes within
-    the horizon; None for a job that may start sooner. Until then it gets no record, as a held
-    one, so no GPU is planned or requeued for it."""
+    the horizon; None for a job that may start sooner. Until then the cycle plans no GPU and no
+    requeue for it (cycle._decide)."""
     eligible = job.eligible_time
     return None if eligible is None or eligible <= now + horizon_s else eligible - horizon_s
 
@@ -90,13 +90,8 @@ class RecordBuilder:
                  estimator: RuntimeEstimator, now: float, nice_scale: int, nice_zero: int,
                  reuse: bool, old_pending: Mapping[str, PendingEntry],
                  old_running: Mapping[str, RunningEntry],
-                 mps_units: Mapping[str, int] | None = None, requeue: bool = True,
-                 begin_horizon_s: float = DEFAULT_BEGIN_HORIZON_S) -> None:
+                 mps_units: Mapping[str, int] | None = None, requeue: bool = True) -> None:
         self.pools, self.types, self.now = pools, types, now
-        self.begin_horizon_s = begin_horizon_s
-        # the earliest time a job left out by begins_later comes within the horizon (inf:
-        # none): a quiet cycle from then on decides (cycle.QuietWatch.wake_at)
-        self.wake_at = math.inf
         # whether the admin lets the daemon requeue: an opted-in job is preemptible only then
         # (else the policy would plan rotations the daemon refuses every cycle)
         self.requeue = requeue
@@ -110,8 +105,8 @@ class RecordBuilder:
     def pending(self, job: Job, types: tuple[str, ...] | None = None
                 ) -> tuple[str | None, PendingEntry | None]:
         """(asked GPU type or constraint, "" = neither; None = no GPU asked, entry: None =
-        no record: held, waiting on other than GPUs (waits_on_other) or for a begin time past
-        the horizon (begins_later), no estimate or no usable type). `types`: the GPU types the job may
+        no record: held or waiting on other than GPUs (waits_on_other), no estimate or no
+        usable type). `types`: the GPU types the job may
         use (those of its partitions, build_state); None = all the pools' types. The estimator
         is asked about those only, and the entry records them: an entry built for other types
         (the job moved to another partition, a partition lost a type) is not reused."""
@@ -127,10 +122,6 @@ class RecordBuilder:
             return None, None
         tkey = same[5] if same is not None else (gpu.gpu_type or job.features or "").lower()
         if job.held or waits_on_other(job.reason):
-            return tkey, None
-        later = begins_later(job, now, self.begin_horizon_s)
-        if later is not None:
-            self.wake_at = min(self.wake_at, later)
             return tkey, None
         if same is not None:
             key = same[0]

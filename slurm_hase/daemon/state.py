@@ -24,6 +24,7 @@ from slurm_hase.daemon.records import (
     RecordBuilder,
     RunningEntry,
     RuntimeEstimator,
+    begins_later,
     waits_on_other,
 )
 from slurm_hase.daemon.safety import Capacity, feature_spelling, lower_features
@@ -284,10 +285,11 @@ def _build_state(
     now: float,
     config: CycleConfig,
     cache: StateCache | None,
-) -> tuple[ClusterState, dict[str, Job], dict[str, int], float]:
+) -> tuple[ClusterState, dict[str, Job], dict[str, int], dict[str, float]]:
     """build_state, and in the same pass the pending jobs in managed partitions by id, their
-    count by asked GPU type or constraint ("" = neither), and when the first job left out for
-    its begin time comes within CycleConfig.begin_horizon_s (inf: none)."""
+    count by asked GPU type or constraint ("" = neither), and the recorded ones whose begin
+    time is past CycleConfig.begin_horizon_s -> when they come within it (records.begins_later:
+    the cycle decides around them)."""
     all_pools, _, part_types, mps_units = _node_summary(nodes, cache)
     if config.gpu_types is not None:
         pools = {t: p for t, p in all_pools.items() if t in config.gpu_types}
@@ -313,13 +315,15 @@ def _build_state(
     reuse = _repeatable(estimator)
     builder = RecordBuilder(pools, types, estimator, now, config.nice_scale, config.nice_zero,
                             reuse, entries, cache.running if cache is not None else {},
-                            mps_units, config.requeue, config.begin_horizon_s)
+                            mps_units, config.requeue)
     pending: list[PendingJob] = []
     running: list[RunningJob] = []
     new_r: dict[str, RunningEntry] = {}
     pending_jobs: dict[str, Job] = {}  # every pending job by id (plan_updates looks them up)
     by_type: dict[str, int] = {}
     pending_state, running_state = JobState.PENDING, JobState.RUNNING
+    later: dict[str, float] = {}
+    horizon_s = config.begin_horizon_s
     for job in jobs:
         state = job.state
         if state is pending_state:
@@ -355,6 +359,10 @@ def _build_state(
                     continue  # held, no estimate or no usable type
                 entries[job_id] = entry
             pending.append(entry[3])
+            if job.eligible_time is not None:
+                comes = begins_later(job, now, horizon_s)
+                if comes is not None:
+                    later[job_id] = comes
         elif state is running_state and job.alloc_gpus:
             entry_r = builder.running(job)
             running.append(entry_r[4])
@@ -369,4 +377,4 @@ def _build_state(
         cache.running = new_r
     state_out = ClusterState(now=now, pools=pools, pending=pending, running=running,
                              shares=dict(shares), usage=dict(ledger_usage))
-    return state_out, pending_jobs, by_type, builder.wake_at
+    return state_out, pending_jobs, by_type, later

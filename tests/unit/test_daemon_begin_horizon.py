@@ -1,10 +1,13 @@
-"""A pending job whose begin time (--begin; Slurm's EligibleTime) is far ahead gets no record
-until it comes within CycleConfig.begin_horizon_s (session 43): nothing is requeued for it, it
-takes no free GPU from a job that can start, and quiet cycles wake when it comes close."""
+"""A pending job whose begin time (--begin; Slurm's EligibleTime) is past
+CycleConfig.begin_horizon_s may not start now (session 43): nothing is requeued for it, it takes
+no free GPU from a job that can start, it still gets its Nice and constraint, and quiet cycles
+wake when it comes close."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+
+import pytest
 
 from slurm_hase.daemon.cycle import CycleConfig, JobEstimate, QuietWatch, run_cycle
 from slurm_hase.daemon.fake import FakeBackend, gpu_node
@@ -48,10 +51,14 @@ def test_a_job_just_requeued_by_slurm_is_still_planned_for() -> None:
     assert len(_rotations(NOW + 121, cycles=1)) == 1
 
 
-def test_a_job_that_begins_later_takes_no_free_fast_gpu_from_one_that_can_start() -> None:
+@pytest.mark.parametrize(("horizon_s", "ready_gets"), [(300.0, "a100"), (1e9, "t4")])
+def test_a_job_that_begins_later_takes_no_free_fast_gpu_from_one_that_can_start(
+        horizon_s: float, ready_gets: str) -> None:
+    # the later job gains most from the one A100 (20,000 s on the T4) and leads the fair order;
+    # the control (a horizon past its begin time) gives it the A100 and the ready job the T4
     class Speeds:
         def estimate(self, job: Job, types: object) -> JobEstimate:
-            return JobEstimate({"a100": 3600.0, "t4": 6000.0})
+            return JobEstimate({"a100": 3600.0, "t4": 20000.0 if job.job_id == "3" else 4000.0})
 
     later = replace(_begins_at("3", NOW + 6 * HOUR), time_limit_s=100_000)
     ready = Job(job_id="4", name="train", user="ub", account="big", partition="gpu",
@@ -61,10 +68,12 @@ def test_a_job_that_begins_later_takes_no_free_fast_gpu_from_one_that_can_start(
     ledger = UsageLedger(86400.0)
     ledger.add_interval("big", 4.0, 10_000.0, 99_000.0)  # big was served, small was not
     res = run_cycle(fb, make_policy("fair"), Speeds(), Clock(NOW), ledger,
-                    {"big": 1.0, "small": 1.0}, CycleConfig(refresh_s=0))
+                    {"big": 1.0, "small": 1.0},
+                    CycleConfig(refresh_s=0, begin_horizon_s=horizon_s))
     features = {job_id: u.features for job_id, u in res.applied}
-    assert features.get("4") in (None, "a100")
-    assert "3" not in features and res.pending == 1
+    assert features["4"] == ready_gets
+    # the later job is still ordered and routed, ready for when it may start
+    assert features["3"] == "a100" and res.pending == 2
 
 
 def test_quiet_cycles_wake_when_the_job_comes_within_the_horizon() -> None:
@@ -74,12 +83,12 @@ def test_quiet_cycles_wake_when_the_job_comes_within_the_horizon() -> None:
     config = CycleConfig(refresh_s=3600, begin_horizon_s=300)
     policy = make_policy("fair")
     first = run_cycle(fb, policy, Est(), clock, ledger, {}, config, watch=watch)
-    assert not first.quiet and first.pending == 1 and watch.wake_at == begin - 300
+    assert not first.quiet and first.pending == 2 and watch.wake_at == begin - 300
     clock.t = begin - 301
     assert run_cycle(fb, policy, Est(), clock, ledger, {}, config, watch=watch).quiet
     clock.t = begin - 300  # nothing in Slurm changed, but the job may start within 300 s now
     res = run_cycle(fb, policy, Est(), clock, ledger, {}, config, watch=watch)
-    assert not res.quiet and res.pending == 2 and watch.wake_at == float("inf")
+    assert not res.quiet and watch.wake_at == float("inf")
 
 
 def test_a_begin_time_moved_ends_a_quiet_stretch() -> None:
@@ -87,14 +96,16 @@ def test_a_begin_time_moved_ends_a_quiet_stretch() -> None:
     clock, watch, ledger = Clock(NOW), QuietWatch(), UsageLedger(3600.0)
     config = CycleConfig(refresh_s=3600)
     policy = make_policy("fair")
-    assert run_cycle(fb, policy, Est(), clock, ledger, {}, config, watch=watch).pending == 1
+    assert watch.wake_at == float("inf")
+    assert run_cycle(fb, policy, Est(), clock, ledger, {}, config, watch=watch).pending == 2
+    assert watch.wake_at == NOW + 5 * HOUR - DEFAULT_BEGIN_HORIZON_S
     clock.t += 60
     assert run_cycle(fb, policy, Est(), clock, ledger, {}, config, watch=watch).quiet
     # `scontrol update StartTime=now`: Slurm sets EligibleTime to now
     fb.job_list[0] = replace(fb.job_list[0], eligible_time=int(clock.t))
     clock.t += 60
     res = run_cycle(fb, policy, Est(), clock, ledger, {}, config, watch=watch)
-    assert not res.quiet and res.pending == 2
+    assert not res.quiet and watch.wake_at == float("inf")
 
 
 def test_begins_later_reads_the_eligible_time_against_the_horizon() -> None:
