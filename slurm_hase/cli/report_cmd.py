@@ -32,7 +32,7 @@ from slurm_hase.reports.weights import (
 )
 from slurm_hase.reports.window import FORMS, overlaps, stamp, window
 from slurm_hase.slurm.backend import SlurmBackend
-from slurm_hase.slurm.tres import node_mps_per_gpu
+from slurm_hase.slurm.tres import node_mps_per_gpu, node_shards_per_gpu
 from slurm_hase.slurm.types import AccountingRecord, Job
 
 SINCE, UNTIL = "now-7days", "now"  # the default window
@@ -57,6 +57,7 @@ class Inputs:
     # users
     known_accounts: Callable[[], set[str] | None] = _cannot_tell
     node_mps: dict[str, int] = field(default_factory=dict)  # node -> MPS count of one GPU
+    node_shards: dict[str, float] = field(default_factory=dict)  # node -> shards of one GPU
 
 
 def _backend(timeout_s: float) -> Any:
@@ -103,7 +104,7 @@ def _live(since: str, until: str, timeout_s: float = TIMEOUT_S, cluster: str | N
                    "which leaves out held ones", err=True)
         queue = None
     return Inputs(list(records), shares, node_types, queue,
-                  lambda: _slurm_accounts(backend, where), node_mps)
+                  lambda: _slurm_accounts(backend, where), node_mps, node_shards_per_gpu(nodes))
 
 
 def _slurm_accounts(backend: SlurmBackend, where: Mapping[str, str]) -> set[str] | None:
@@ -189,7 +190,8 @@ def build_report(since: str | None, until: str | None, accounts: str, weights: s
     def make(w: dict[str, float] | None) -> FairnessReport:
         return fairness_report(found, speed_weights=w, shares=share_map,
                                node_types=inputs.node_types, window=clip, guess_from=guess_from,
-                               node_mps=inputs.node_mps, queried_at=queried_at)
+                               node_mps=inputs.node_mps, queried_at=queried_at,
+                               node_shards=inputs.node_shards)
 
     types = make(None).gpu_types
     if weights == "none":
@@ -298,7 +300,8 @@ def usage_cmd(since: str | None, until: str | None, accounts: str, weights: str,
     full = rep.as_dict()
     data = {k: full[k] for k in ("window", "gpu_types", "speed_weights", "defaulted_weights",
                                  "total_gpu_hours", "total_norm_gpu_hours", "accounts", "users",
-                                 "only_accounts", "only_users", "cpu_only_jobs")}
+                                 "only_accounts", "only_users", "cpu_only_jobs",
+                                 "shards_as_whole_gpus")}
     _emit(rep, usage_table(rep, sorted(wanted)), data, as_json, plot_path)
 
 

@@ -2,7 +2,8 @@
 
 Pure functions over AccountingRecord lists. A job's GPU time is its allocated GPUs (by type)
 times its run time, clipped to the report window when one is given; an MPS job counts its
-share as a fraction of one GPU (``gres/mps=50`` = half a GPU with 100 shares per GPU).
+share as a fraction of one GPU (``gres/mps=50`` = half a GPU with 100 shares per GPU), a job
+on GPU shards likewise (``gres/shard=4`` = half a GPU on a node with 8 shards per GPU).
 
 A requeued job is one record per run (``sacct -D``, and ``sacct --json`` always): every run's
 GPU time counts, the job counts once, and its wait is the time it spent queued before its runs
@@ -22,6 +23,7 @@ from slurm_hase.errors import ConfigError
 from slurm_hase.reports.jobs import (
     MPS_UNKNOWN,
     REQUEUE_GAP_S,
+    SHARD_UNKNOWN,
     UNTYPED,
     cpu_only,
     guess_node_types,
@@ -31,6 +33,8 @@ from slurm_hase.reports.jobs import (
     next_run,
     node_gpu_types,
     run_seconds,
+    shards_per_gpu_unknown,
+    shards_warning,
     started,
 )
 from slurm_hase.reports.queue import array_list_cut, array_tasks, cut_lists_warning
@@ -38,9 +42,10 @@ from slurm_hase.slurm.types import AccountingRecord, JobState
 
 # the per-job helpers live in jobs.py; named here too, where callers have always found them
 __all__ = [
-    "BY_HOURS", "BY_RATIO", "MPS_UNKNOWN", "REQUEUE_GAP_S", "UNTYPED", "FairnessReport",
-    "UsageRow", "cpu_only", "fairness_report", "guess_node_types", "jain_index", "job_gpus",
-    "job_runs", "job_wait", "next_run", "node_gpu_types", "run_seconds", "started",
+    "BY_HOURS", "BY_RATIO", "MPS_UNKNOWN", "REQUEUE_GAP_S", "SHARD_UNKNOWN", "UNTYPED",
+    "FairnessReport", "UsageRow", "cpu_only", "fairness_report", "guess_node_types",
+    "jain_index", "job_gpus", "job_runs", "job_wait", "next_run", "node_gpu_types",
+    "run_seconds", "started",
 ]
 
 BY_RATIO = "share/entitlement"
@@ -109,6 +114,8 @@ class FairnessReport:
     only_users: list[str] = field(default_factory=list)  # users shown (only_users); [] = all
     cpu_only_jobs: int = 0  # jobs left out: they asked for no GPU (cpu_only)
     cut_arrays: list[str] = field(default_factory=list)  # pending arrays Slurm cut the task list of
+    # shard jobs counted as a whole GPU a node: their nodes' shard count per GPU is unknown
+    shards_as_whole_gpus: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready view."""
@@ -128,6 +135,7 @@ class FairnessReport:
             "only_users": self.only_users,
             "cpu_only_jobs": self.cpu_only_jobs,
             "cut_arrays": self.cut_arrays,
+            "shards_as_whole_gpus": self.shards_as_whole_gpus,
         }
 
 
@@ -214,6 +222,7 @@ def fairness_report(
     guess_from: Iterable[AccountingRecord] | None = None,
     node_mps: Mapping[str, int] | None = None,
     queried_at: float | None = None,
+    node_shards: Mapping[str, float] | None = None,
 ) -> FairnessReport:
     """Build the report. speed_weights: GPU type -> relative speed (missing = 1.0, listed in
     defaulted_weights). shares: account -> raw fair-share (sacctmgr, >= 0, else ConfigError);
@@ -223,7 +232,9 @@ def fairness_report(
     in `node_types` are guessed from `guess_from` (default: the records), so that a caller who
     selects records can guess from all of them. Records of one job id are the runs of one job,
     unless Slurm reused the id (see job_runs). queried_at: when the records were asked for
-    (epoch s), where a job still running stops counting (run_seconds); None for a saved file."""
+    (epoch s), where a job still running stops counting (run_seconds); None for a saved file.
+    node_shards: node -> shard count of one of its GPUs (a shard job counts its part of a GPU;
+    on a node not in it, a whole GPU, with a warning)."""
     recs = list(records)
     weights = dict(speed_weights or {})
     guessed = guess_node_types(recs if guess_from is None else guess_from)
@@ -233,6 +244,7 @@ def fairness_report(
     # one job per (account, user, job id): a job whose account was changed between runs counts
     # in each account it ran in, with the GPU time of its runs there
     n_cpu_only = 0
+    shards_unknown: set[str] = set()
     for runs in job_runs(recs):
         if all(cpu_only(r) for r in runs):
             n_cpu_only += max(array_tasks(r.job_id) for r in runs)
@@ -241,8 +253,11 @@ def fairness_report(
             hours: dict[str, float] = {}
             for rec in mine:
                 secs = run_seconds(rec, window, queried_at)
-                for t, n in job_gpus(rec, types_by_node, mps_per_gpu, node_mps).items():
+                for t, n in job_gpus(rec, types_by_node, mps_per_gpu, node_mps,
+                                     node_shards).items():
                     hours[t] = hours.get(t, 0.0) + n * secs / 3600.0
+                if secs > 0 and shards_per_gpu_unknown(rec, node_shards):
+                    shards_unknown.add(rec.job_id)
             acct = accounts.setdefault(account, UsageRow(account=account))
             user = users.setdefault((account, user_name), UsageRow(account=account, user=user_name))
             _add(acct, mine, hours, weights)
@@ -255,6 +270,9 @@ def fairness_report(
     cut = sorted({r.job_id for r in recs if array_list_cut(r.job_id)})
     if cut:
         warnings.append(cut_lists_warning(cut))
+    whole = sorted(shards_unknown, key=lambda j: (len(j), j))
+    if whole:
+        warnings.append(shards_warning(whole))
     types = sorted({t for r in accounts.values() for t in r.gpu_hours})
     return FairnessReport(
         accounts=sorted(accounts.values(), key=lambda r: r.account),
@@ -270,6 +288,7 @@ def fairness_report(
         warnings=warnings,
         cpu_only_jobs=n_cpu_only,
         cut_arrays=cut,
+        shards_as_whole_gpus=whole,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from slurm_hase.reports.fairness import FairnessReport, UsageRow
+from slurm_hase.reports.jobs import shards_warning
 from slurm_hase.reports.queue import cut_lists_warning
 
 
@@ -64,13 +65,19 @@ def usage_table(report: FairnessReport, only_users: Sequence[str] = ()) -> str:
     lines += ["", "pending: PENDING now; unstarted: ended (cancelled, failed...) without running",
               f"{total} {report.total_gpu_hours:.3f} GPU-hours, "
               f"{report.total_norm_gpu_hours:.3f} normalised ({weights_note(report)})"]
-    return "\n".join(lines + _cpu_only(report) + _cut_arrays(report))
+    return "\n".join(lines + _cpu_only(report) + _cut_arrays(report) + _shards_whole(report))
 
 
 def _cut_arrays(report: FairnessReport) -> list[str]:
     """The footer line on pending arrays whose task list Slurm cut ([] when none): `usage`
     prints no warnings of its own, and the job counts above are too low."""
     return [f"warning: {cut_lists_warning(report.cut_arrays)}"] if report.cut_arrays else []
+
+
+def _shards_whole(report: FairnessReport) -> list[str]:
+    """The footer line on shard jobs counted as whole GPUs ([] when none was)."""
+    return ([f"warning: {shards_warning(report.shards_as_whole_gpus)}"]
+            if report.shards_as_whole_gpus else [])
 
 
 def _cpu_only(report: FairnessReport) -> list[str]:

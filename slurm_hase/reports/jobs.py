@@ -10,11 +10,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from slurm_hase.slurm import hostlist
-from slurm_hase.slurm.tres import gpus_from_tres, mps_from_tres
+from slurm_hase.slurm.tres import gpus_from_tres, mps_from_tres, shards_from_tres
 from slurm_hase.slurm.types import AccountingRecord, JobState, Node
 
 UNTYPED = "untyped"  # GPUs allocated without a type
 MPS_UNKNOWN = "mps"  # MPS share on a node whose GPU type is unknown
+SHARD_UNKNOWN = "shard"  # GPU shards (gres/shard) on a node whose GPU type is unknown
 RUNNING_STATES = frozenset({JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING})
 _REQUEUE_CAUSES = frozenset({JobState.PREEMPTED, JobState.NODE_FAIL})
 _V = TypeVar("_V")
@@ -22,10 +23,12 @@ REQUEUE_GAP_S = 600  # most seconds from a run's end to the requeued job's next 
 
 
 def job_gpus(rec: AccountingRecord, node_types: Mapping[str, str] | None = None,
-             mps_per_gpu: int = 100, node_mps: Mapping[str, int] | None = None
-             ) -> dict[str, float]:
-    """GPUs held by one job, by type (fractional for MPS: the job's mps count over the MPS
-    count of one GPU of its node, `node_mps`, else `mps_per_gpu`)."""
+             mps_per_gpu: int = 100, node_mps: Mapping[str, int] | None = None,
+             node_shards: Mapping[str, float] | None = None) -> dict[str, float]:
+    """GPUs held by one job, by type; fractional for MPS (the job's mps count over the MPS count
+    of one GPU of its node, `node_mps`, else `mps_per_gpu`) and for shards (its shard count over
+    the shard count of one GPU of its node, `node_shards`; where that is unknown, a whole GPU on
+    each of its nodes: Slurm 22.05 takes a job's shards on a node from one GPU)."""
     out: dict[str, float] = {}
     for gpu_type, count in rec.alloc_gpus.items():
         key = gpu_type or UNTYPED
@@ -35,17 +38,48 @@ def job_gpus(rec: AccountingRecord, node_types: Mapping[str, str] | None = None,
         key = _same_on_all(rec.nodes, node_types or {}) or MPS_UNKNOWN
         per_gpu = _same_on_all(rec.nodes, node_mps or {}) or mps_per_gpu
         out[key] = out.get(key, 0.0) + mps / float(per_gpu)
+    shards = shards_from_tres(rec.alloc_tres)
+    if shards > 0:
+        key = _same_on_all(rec.nodes, node_types or {}) or SHARD_UNKNOWN
+        per_gpu_shards = _same_on_all(rec.nodes, node_shards or {})
+        held = shards / per_gpu_shards if per_gpu_shards else float(_node_count(rec.nodes))
+        out[key] = out.get(key, 0.0) + held
     return out
 
 
+def shards_per_gpu_unknown(rec: AccountingRecord, node_shards: Mapping[str, float] | None) -> bool:
+    """Whether a job holds shards on nodes whose shard count per GPU is not known (a saved file,
+    a node Slurm no longer shows, nodes that differ): job_gpus then counts it a whole GPU a
+    node, an upper bound."""
+    return (shards_from_tres(rec.alloc_tres) > 0
+            and not _same_on_all(rec.nodes, node_shards or {}))
+
+
+def shards_warning(job_ids: Sequence[str]) -> str:
+    """The warning for shard jobs counted as whole GPUs (shards_per_gpu_unknown)."""
+    shown = ", ".join(job_ids[:5]) + (f" and {len(job_ids) - 5} more" if len(job_ids) > 5 else "")
+    return (f"the shard count per GPU of the nodes of {len(job_ids)} job(s) on GPU shards is "
+            f"unknown (a saved file, nodes Slurm does not show now, or nodes that differ): each "
+            f"counts as a whole GPU a node, more than it held ({shown})")
+
+
+def _node_count(nodes: str) -> int:
+    """How many nodes a NodeList names (at least 1)."""
+    try:
+        return max(len(hostlist.expand(nodes)), 1) if nodes else 1
+    except ValueError:
+        return 1
+
+
 def cpu_only(rec: AccountingRecord) -> bool:
-    """Whether a job is known to have asked for and held no GPU nor MPS share: its ReqTRES or
-    AllocTRES is there and names neither. Such a job is no part of a GPU report (a CPU-only
-    account would sit at 0 in Jain's index as if starved of GPUs); a record without either
-    (an squeue job sacct does not have) cannot tell and is kept."""
+    """Whether a job is known to have asked for and held no GPU, MPS share nor GPU shard: its
+    ReqTRES or AllocTRES is there and names none. Such a job is no part of a GPU report (a
+    CPU-only account would sit at 0 in Jain's index as if starved of GPUs); a record without
+    either (an squeue job sacct does not have) cannot tell and is kept."""
     if rec.alloc_gpus or not (rec.req_tres or rec.alloc_tres):
         return False
-    return not any(gpus_from_tres(t) or mps_from_tres(t) for t in (rec.req_tres, rec.alloc_tres))
+    return not any(gpus_from_tres(t) or mps_from_tres(t) or shards_from_tres(t)
+                   for t in (rec.req_tres, rec.alloc_tres))
 
 
 def _same_on_all(nodes: str, by_node: Mapping[str, _V]) -> _V | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
+from slurm_hase.slurm.tres import requested_shards
 from slurm_hase.slurm.types import AccountingRecord, Job, JobState
 
 
@@ -87,13 +88,16 @@ def cut_lists_warning(job_ids: Sequence[str]) -> str:
 
 def pending_record(job: Job, asked: Mapping[str, str] | None = None) -> AccountingRecord:
     """A pending squeue job as a sacct-like record (no start, no allocation). Its ReqTRES:
-    `asked` (sacct's, where sacct has the job), else the GPUs squeue shows it asking for."""
+    `asked` (sacct's, where sacct has the job), else the GPUs, MPS share or GPU shards squeue
+    shows it asking for (shards from its TresPerJob/TresPerNode: Job.gpu leaves them out)."""
     req: dict[str, str] = dict(asked or {})
     if not req and job.gpu is not None:
         if job.gpu.mps > 0:
             req["gres/mps"] = str(job.gpu.mps)
         elif job.gpu.count > 0:
             req["gres/gpu"] = str(job.gpu.count)
+    if not asked and (shards := requested_shards(job.tres_per_job, job.tres_per_node)):
+        req["gres/shard"] = str(shards)
     return AccountingRecord(
         job_id=_job_id(job), name=job.name, account=job.account, user=job.user,
         state=JobState.PENDING, partition=job.partition, submit_time=job.submit_time,

@@ -8,7 +8,7 @@ from collections.abc import Collection, Iterable, Mapping
 from types import ModuleType
 
 from slurm_hase.errors import ConfigError, HaseError, UnknownGpuError
-from slurm_hase.reports.fairness import MPS_UNKNOWN, UNTYPED
+from slurm_hase.reports.fairness import MPS_UNKNOWN, SHARD_UNKNOWN, UNTYPED
 
 
 def parse_pairs(text: str, *, what: str = "weight", key: str = "TYPE",
@@ -52,13 +52,14 @@ def _catalog_key(catalog: ModuleType, gpu_type: str) -> str | None:
 def check_weights(weights: Mapping[str, float], data_types: Collection[str]) -> dict[str, float]:
     """Weights keyed by the report's GPU types.
 
-    A key that is a type in the data (or the report's own ``untyped`` / ``mps``) stays; any
+    A key that is a type in the data (or the report's own ``untyped`` / ``mps`` / ``shard``)
+    stays; any
     other key must name a GPU of the catalog
     (ConfigError with its close matches otherwise) and then weighs the data's types that are the
     same catalog GPU (``A100=1`` for ``a100``) unless those have their own weight; a catalog
     GPU with no jobs in the report is accepted and has no effect.
     """
-    own = {*data_types, UNTYPED, MPS_UNKNOWN}
+    own = {*data_types, UNTYPED, MPS_UNKNOWN, SHARD_UNKNOWN}
     out = {t: w for t, w in weights.items() if t in own}
     catalog = _catalog()
     for name, weight in weights.items():

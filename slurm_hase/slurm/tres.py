@@ -2,10 +2,11 @@
 
 Shapes handled (all pure string work, no Slurm needed):
 - job requests: ``gres:gpu:a100:4`` (<= 23.02), ``gres/gpu:a100:4`` (>= 23.11), ``gres:gpu:1``,
-  ``gres/mps:50``; comma lists of these;
-- node GRES: ``gpu:a100:4,mps:a100:400``, with ``(S:0)``, ``(IDX:0-3)`` or
-  ``(0/100,50/100)`` suffixes (commas inside parentheses are not separators);
-- TRES lists: ``cpu=1,mem=8000M,gres/gpu=1,gres/gpu:a100=1``.
+  ``gres/mps:50``, ``gres:shard:4``; comma lists of these;
+- node GRES: ``gpu:a100:4,mps:a100:400``, ``gpu:a100:4,shard:32`` (or ``shard:a100:32``), with
+  ``(S:0)``, ``(IDX:0-3)`` or ``(0/100,50/100)`` suffixes (commas inside parentheses are not
+  separators);
+- TRES lists: ``cpu=1,mem=8000M,gres/gpu=1,gres/gpu:a100=1``, ``gres/shard=4``.
 """
 
 from __future__ import annotations
@@ -134,9 +135,20 @@ def gpus_from_tres(tres: Mapping[str, str] | str | None) -> dict[str, int]:
 
 def mps_from_tres(tres: Mapping[str, str] | str | None) -> int:
     """Total MPS share in a TRES list (``gres/mps=50``)."""
+    return _gres_total(tres, "gres/mps")
+
+
+def shards_from_tres(tres: Mapping[str, str] | str | None) -> int:
+    """Total GPU shards in a TRES list (``gres/shard=4``; only where AccountingStorageTRES
+    tracks gres/shard: Slurm leaves untracked GRES out of ReqTRES and AllocTRES)."""
+    return _gres_total(tres, "gres/shard")
+
+
+def _gres_total(tres: Mapping[str, str] | str | None, name: str) -> int:
+    """The untyped total of one GRES in a TRES list (``gres/mps=50``), 0 if absent."""
     items = parse_tres_list(tres) if tres is None or isinstance(tres, str) else dict(tres)
     for key, value in items.items():
-        if key.replace("gres:", "gres/", 1) == "gres/mps":
+        if key.replace("gres:", "gres/", 1) == name:
             return _tres_int(value, key)
     return 0
 
@@ -152,6 +164,23 @@ def node_gres_counts(text: str | None) -> tuple[dict[str, int], int]:
         elif item.name == "mps":
             mps += item.count
     return gpus, mps
+
+
+def node_shard_count(text: str | None) -> int:
+    """A node's gres/shard total from its Gres (``gpu:a100:4,shard:32`` or ``shard:a100:32``:
+    Slurm copies the GPUs' type to their shards)."""
+    return sum(item.count for item in parse_gres(text) if item.name == "shard")
+
+
+def requested_shards(tres_per_job: str | None, tres_per_node: str | None) -> int:
+    """Shards a job asks for in its TresPerJob / TresPerNode (``gres:shard:4`` on 22.05,
+    ``gres/shard:4`` from 23.11), per node where asked per node; 0 if none. gpu_request leaves
+    shards out: the daemon plans whole GPUs and MPS shares only."""
+    for text in (tres_per_job, tres_per_node):
+        shards = sum(i.count for i in parse_gres(text) if i.name == "shard")
+        if shards:
+            return shards
+    return 0
 
 
 def gpu_request(tres_per_job: str | None, tres_per_node: str | None) -> GpuRequest | None:
@@ -209,3 +238,17 @@ def node_mps_per_gpu(nodes: Iterable[Node]) -> dict[str, int]:
         if per_gpu > 0:
             out[node.name] = per_gpu
     return out
+
+
+def node_shards_per_gpu(nodes: Iterable[Node]) -> dict[str, float]:
+    """Node -> the shard count of one of its GPUs (gres/shard over its GPUs), for nodes with
+    both. Slurm spreads a node's shard count evenly over its GPUs unless gres.conf gives a GPU
+    its own Count; the node shows only the total, so this is then their mean (not rounded:
+    shard:10 over 4 GPUs is 2.5 a GPU)."""
+    out: dict[str, float] = {}
+    for node in nodes:
+        gpus = sum(c for c in node.gpus.values() if c > 0)
+        if gpus > 0 and node.shard_total > 0:
+            out[node.name] = node.shard_total / gpus
+    return out
+

@@ -15,9 +15,12 @@ from slurm_hase.slurm.tres import (
     gres_prefix,
     mps_from_tres,
     node_gres_counts,
+    node_shard_count,
     parse_gres,
     parse_gres_item,
     parse_tres_list,
+    requested_shards,
+    shards_from_tres,
 )
 from slurm_hase.slurm.types import GpuRequest
 
@@ -123,3 +126,21 @@ def test_gpus_of_untracked_types_are_kept_beside_the_tracked_ones() -> None:
     assert gpus_from_tres("gres/gpu=4,gres/gpu:a100=2,gres/gpu:v100=2") == {"a100": 2, "v100": 2}
     assert gpus_from_tres("gres/gpu=2") == {"": 2}
     assert gpus_from_tres("gres/gpu:t4=1,gres/gpu=1") == {"t4": 1}
+
+
+def test_gpu_shards_in_tres_node_gres_and_requests() -> None:
+    """Slurm 22.05's strings (local-22.05/shard-*): AllocTRES gres/shard=4, node Gres
+    gpu:a100:4,shard:a100:32 (the GPUs' type copied to the shards), TresPerNode gres:shard:4."""
+    assert shards_from_tres("billing=1,cpu=1,gres/shard=4,node=1") == 4
+    assert shards_from_tres({"gres:shard": "2"}) == 2
+    assert shards_from_tres("billing=1,cpu=1,gres/mps=50,node=1") == 0
+    assert node_shard_count("gpu:a100:4,mps:a100:400,shard:a100:32") == 32
+    assert node_shard_count("gpu:a100:4,shard:32(S:0)") == 32
+    assert node_shard_count("gpu:v100:4,mps:v100:400") == 0
+    assert requested_shards(None, "gres:shard:4") == 4
+    assert requested_shards("gres/shard:2", None) == 2
+    assert requested_shards("", "gres:mps:10,gres:shard:2") == 2
+    assert requested_shards("", "gres:gpu:a100:1") == 0
+    # the daemon's view: a job on shards alone asks for no GPU (it plans whole GPUs and MPS)
+    assert gpu_request(None, "gres:shard:4") is None
+    assert gpu_request(None, "gres:mps:10,gres:shard:2") == GpuRequest(0, None, "node", 10)

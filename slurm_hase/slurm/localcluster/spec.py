@@ -25,6 +25,8 @@ TOP_KEYS = ("name", "port_base", "slurmd_port_base", "nodes", "partitions", "acc
 _GPU_TYPE = re.compile(r"[a-z][a-z0-9_]*(?:_\d+g\.\d+gb)?")
 _FEATURE = re.compile(r"[A-Za-z0-9_.]+")
 NODE_KEYS = ("name", "gpu_type", "gpus", "cpus", "memory_mb", "features", "mps")
+# `shards` (Slurm's gres/shard, >= 22.05) is the local cluster's only: the simulator has none
+CLUSTER_NODE_KEYS = (*NODE_KEYS, "shards")
 PARTITION_KEYS = ("name", "nodes", "default")
 ACCOUNT_KEYS = ("name", "shares", "users")
 
@@ -40,6 +42,7 @@ class NodeGroup:
     memory_mb: int
     features: tuple[str, ...]
     mps: int
+    shards: int = 0  # the node's gres/shard count (Gres=...,shard:N), spread over its GPUs
 
     @property
     def expr(self) -> str:
@@ -78,6 +81,11 @@ class ClusterSpec:
     @property
     def gpu_types(self) -> list[str]:
         return sorted({g.gpu_type for g in self.node_groups})
+
+    @property
+    def has_shards(self) -> bool:
+        """Whether a node offers gres/shard (GresTypes and AccountingStorageTRES then name it)."""
+        return any(g.shards for g in self.node_groups)
 
     def node_port(self, node: str) -> int:
         return self.slurmd_port_base + self.node_names.index(node)
@@ -131,7 +139,7 @@ def _positive(value: int, where: str) -> int:
 
 
 def _node_group(raw: object, where: str) -> NodeGroup:
-    raw = _table(raw, where, NODE_KEYS)
+    raw = _table(raw, where, CLUSTER_NODE_KEYS)
     expr = _field(raw, "name", str, where)
     try:
         names = tuple(hostlist.expand(expr))
@@ -147,14 +155,19 @@ def _node_group(raw: object, where: str) -> NodeGroup:
     if not all(isinstance(f, str) and _FEATURE.fullmatch(f) for f in features):
         raise ConfigError(f"{where}.features: expected a list of names of letters, digits, "
                           "'_' and '.'")
+    gpus = _positive(_field(raw, "gpus", int, where), f"{where}.gpus")
+    mps = _mps(_field(raw, "mps", int, where, 0), f"{where}.mps")
+    shards = _mps(_field(raw, "shards", int, where, 0), f"{where}.shards")
+    _check_shards(shards, gpus, where)
     return NodeGroup(
         names=names,
         gpu_type=gpu_type,
-        gpus=_positive(_field(raw, "gpus", int, where), f"{where}.gpus"),
+        gpus=gpus,
         cpus=_positive(_field(raw, "cpus", int, where, 8), f"{where}.cpus"),
         memory_mb=_positive(_field(raw, "memory_mb", int, where, 8000), f"{where}.memory_mb"),
         features=tuple(features),
-        mps=_mps(_field(raw, "mps", int, where, 0), f"{where}.mps"),
+        mps=mps,
+        shards=shards,
     )
 
 
@@ -162,6 +175,15 @@ def _mps(value: int, where: str) -> int:
     if value < 0:
         raise ConfigError(f"{where}: must be 0 or more, got {value}")
     return value
+
+
+def _check_shards(shards: int, gpus: int, where: str) -> None:
+    """A node's shards: a multiple of its GPUs, which Slurm spreads them evenly over (Slurm
+    22.05 takes shards beside mps on one node, and then books both on the same GPU)."""
+    if shards % gpus:
+        raise ConfigError(f"{where}.shards: the node's shard count (as in Gres=...,shard:N) must "
+                          f"be a multiple of its {gpus} GPUs (Slurm spreads it evenly over them), "
+                          f"got {shards}")
 
 
 def parse_spec(data: Mapping[str, Any], source: str = "<spec>") -> ClusterSpec:

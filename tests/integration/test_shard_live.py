@@ -1,0 +1,98 @@
+"""GPU shards (gres/shard) on a real local cluster: a second cluster (tests/fixtures/slurm/
+shard-cluster.toml, its own ports and folder) with a node of 4 a100 and 32 shards (8 a GPU)
+beside a node of 4 v100 with MPS. `hase report usage` counts a job on 4 shards as half an A100,
+where it counted it as a CPU-only job before."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from slurm_hase.errors import HaseError
+from slurm_hase.slurm.command_backend import CommandBackend
+from slurm_hase.slurm.localcluster.manager import LocalCluster
+from slurm_hase.slurm.localcluster.paths import cluster_paths
+from slurm_hase.slurm.localcluster.spec import load_spec
+from slurm_hase.slurm.runner import SubprocessRunner
+from slurm_hase.slurm.types import AccountingRecord, JobState
+from tests.integration.test_adapter_live import wait_for
+
+pytestmark = pytest.mark.slurm
+SPEC = Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "shard-cluster.toml"
+BIN = Path(sys.executable).parent  # the venv's console scripts
+
+
+@pytest.fixture(scope="module")
+def shard_cluster(local_cluster: LocalCluster) -> Iterator[LocalCluster]:
+    """The shard cluster, up for this module (the default one stays up beside it), in a folder
+    beside the default one's (MariaDB, running as mysql, must be able to enter it)."""
+    folder = local_cluster.paths.root.parent / f"{local_cluster.paths.root.name}-shard-test"
+    cluster = LocalCluster(load_spec(SPEC), cluster_paths(folder))
+    try:
+        cluster.up()  # a start that fails half-way is stopped as well
+        yield cluster
+    finally:
+        cluster.down()
+
+
+def _run(cluster: LocalCluster, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), env={**os.environ, **cluster.env}, cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_node_shows_its_shards(shard_cluster: LocalCluster) -> None:
+    backend = CommandBackend(SubprocessRunner(shard_cluster.env))
+    nodes = {n.name: n for n in backend.nodes()}
+    assert (nodes["a100-1"].gpus, nodes["a100-1"].shard_total) == ({"a100": 4}, 32)
+    assert (nodes["v100-1"].mps_total, nodes["v100-1"].shard_total) == (400, 0)
+
+
+def test_report_counts_a_shard_job_as_its_part_of_a_gpu(
+        shard_cluster: LocalCluster, tmp_path: Path) -> None:
+    """teama: 4 of a100-1's 8 shards a GPU (half an A100); teamb: a whole A100; teama also
+    has a held shard job, pending now."""
+    backend = CommandBackend(SubprocessRunner(shard_cluster.env))
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 1))
+    ids = [backend.submit(["-o", "/dev/null", "-A", account, gres, "--wrap", "sleep 2"], None)
+           for account, gres in (("teama", "--gres=shard:4"), ("teamb", "--gpus=a100:1"))]
+    held = backend.submit(["-o", "/dev/null", "-A", "teama", "--hold", "--gres=shard:2",
+                           "--wrap", "true"], None)
+
+    def finished() -> list[AccountingRecord] | None:
+        recs = [r for r in backend.accounting(job_ids=ids)
+                if r.state is JobState.COMPLETED and r.end_time and r.start_time
+                and r.eligible_time]
+        return recs if len(recs) == 2 else None
+
+    try:
+        done = wait_for("both jobs in sacct, whole", finished)
+        by_id = {r.job_id: r for r in done}
+        shard, whole = by_id[ids[0]], by_id[ids[1]]
+        assert shard.alloc_tres["gres/shard"] == "4" and not shard.alloc_gpus
+        assert whole.alloc_gpus == {"a100": 1}
+        res = _run(shard_cluster, str(BIN / "hase"), "report", "usage", "--since", since,
+                   "--json", "--weights", "none", cwd=tmp_path)
+    finally:
+        with contextlib.suppress(HaseError):
+            backend.cancel(held)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    rows = {a["account"]: a for a in out["accounts"]}
+
+    def hours(rec: AccountingRecord) -> float:
+        assert rec.end_time is not None and rec.start_time is not None
+        return (rec.end_time - rec.start_time) / 3600
+
+    assert rows["teama"]["gpu_hours"] == {"a100": pytest.approx(0.5 * hours(shard), abs=2e-6)}
+    assert rows["teamb"]["gpu_hours"] == {"a100": pytest.approx(hours(whole), abs=2e-6)}
+    assert (rows["teama"]["jobs"], rows["teama"]["pending_now"]) == (2, 1)
+    assert out["gpu_types"] == ["a100"] and out["cpu_only_jobs"] == 0
+    assert out["shards_as_whole_gpus"] == []
