@@ -38,7 +38,7 @@ def waits_on_other(reason: str) -> bool:
 
 # How far ahead a pending job's begin time (Slurm's EligibleTime) may be for the job to count
 # as one that may start now (CycleConfig.begin_horizon_s). Past Slurm's hold of a job it
-# requeued (EligibleTime = the requeue + cred_expire + 1 s: 121 s by default), so a requeued
+# requeued (22.05: EligibleTime = the requeue + cred_expire + 1 s, 121 s by default), so a requeued
 # job is planned for as any other.
 DEFAULT_BEGIN_HORIZON_S = 300.0
 

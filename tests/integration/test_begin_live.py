@@ -1,7 +1,8 @@
 """A job submitted with `--begin` hours ahead on the real local cluster: Slurm's EligibleTime
-reaches the daemon, no running job is requeued for it (it is still decided for), and once an admin moves its begin time
-to now the next cycle rotates a GPU to it (session 43). Also what Slurm does on a requeue: the
-job's EligibleTime is the requeue + cred_expire + 1 s, within the daemon's horizon."""
+reaches the daemon, no running job is requeued for it (it is still decided for), and once an
+admin moves its begin time to now the next cycle rotates a GPU to it (session 43). Also what
+Slurm does on a requeue: the job's EligibleTime is at most the requeue + cred_expire + 1 s,
+within the daemon's horizon."""
 
 from __future__ import annotations
 
@@ -56,10 +57,11 @@ def test_no_requeue_for_a_job_that_begins_hours_ahead_until_its_begin_is_moved(
     back = res.requeued[0]
     requeued = wait_for(slurm_backend, [back], lambda js: js[back].state is JobState.PENDING,
                         "the requeued job did not pend again", timeout_s=30)[back]
-    # Slurm holds a requeued job for cred_expire (120 s) + 1 s: well within the horizon, so
-    # the daemon keeps planning for it
+    # Slurm 22.05 holds a requeued job for cred_expire (120 s) + 1 s (EligibleTime = the
+    # requeue + 121 s); 24.11 showed the requeue's own time (CI's Debian 13 root). Either is
+    # well within the horizon, so the daemon keeps planning for it
     assert requeued.eligible_time is not None
-    assert 0 < requeued.eligible_time - time.time() <= 121
+    assert requeued.eligible_time - time.time() <= 121
     assert begins_later(requeued, time.time(), DEFAULT_BEGIN_HORIZON_S) is None
     wait_for(slurm_backend, [later], lambda js: js[later].state is JobState.RUNNING,
              "the job did not start on the freed GPU")
