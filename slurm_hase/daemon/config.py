@@ -59,7 +59,8 @@ class DaemonConfig:
     requeue: bool = False  # let the policy requeue opted-in (checkpoint=yes) running jobs
     requeue_max: int = 8
     requeue_min_run_s: float = 600.0
-    # a pending job whose begin time is further ahead gets no plan yet (cycle.CycleConfig)
+    # a pending job whose begin time is further ahead gets no free GPU or requeue yet
+    # (cycle.CycleConfig)
     begin_horizon_s: float = 300.0  # = cycle.CycleConfig.begin_horizon_s (a test checks)
     log_format: str = "json"
     log_level: str = "INFO"

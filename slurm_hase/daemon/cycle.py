@@ -96,7 +96,7 @@ class CycleConfig:
     # Quiet cycles (with a QuietWatch): when no job was submitted, started, ended, requeued,
     # held or released (or began or stopped waiting on other than GPUs: records.waits_on_other,
     # or had its begin time moved) and no node changed since the last cycle that decided, and
-    # no job left out for its begin time came within begin_horizon_s since, a cycle less
+    # no job decided around for its begin time came within begin_horizon_s since, a cycle less
     # than refresh_s after it decides nothing (0 = every cycle decides). Between such events
     # only the age credit and usage decay move the order; refresh_s bounds how stale that is
     # (docs/daemon.md: 600 s and 1,800 s gave the same Philly bench figures as 0).

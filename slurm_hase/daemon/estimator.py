@@ -151,16 +151,16 @@ class DescriptorEstimator:
                 or (desc.mps_share is not None and desc.mps_share < 100)):
             return {}
         alone = desc.with_corunners(())
-        out: dict[str, float] = {}
-        for t, k in keyed.items():
+        by_key: dict[str, float] = {}  # one prediction per catalog key (aliases share one)
+        for k in set(keyed.values()):
             try:
                 factor = float(self.predictor.mps_slowdown(alone, [alone], k))
             except HaseError as exc:
-                log.warning("job %s: no MPS slowdown on %s: %s", job.job_id, t, exc)
+                log.warning("job %s: no MPS slowdown on %s: %s", job.job_id, k, exc)
                 continue
             if math.isfinite(factor) and factor >= 1.0:
-                out[t] = factor
-        return out
+                by_key[k] = factor
+        return {t: by_key[k] for t, k in keyed.items() if k in by_key}
 
 
 def _scaled_runtimes(iters: Mapping[str, float], limit_s: int | None) -> dict[str, float]:

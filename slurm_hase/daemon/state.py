@@ -359,7 +359,7 @@ def _build_state(
                     continue  # held, no estimate or no usable type
                 entries[job_id] = entry
             pending.append(entry[3])
-            if job.eligible_time is not None:
+            if job.eligible_time is not None:  # begins_later's own test, inline: a hot loop
                 comes = begins_later(job, now, horizon_s)
                 if comes is not None:
                     later[job_id] = comes

@@ -7,7 +7,7 @@ from typing import Any
 
 from slurm_hase.errors import SlurmParseError
 from slurm_hase.slurm.parse_json import decode, guarded, num, records, states, text
-from slurm_hase.slurm.tres import mps_from_tres, node_gres_counts, node_shard_count
+from slurm_hase.slurm.tres import gres_shard_count, mps_from_tres, node_gres_counts
 from slurm_hase.slurm.types import Node
 
 WHAT = "sinfo --json"
@@ -43,7 +43,7 @@ def _node_v38(rec: dict[str, Any]) -> Node:
         gpus_alloc=used_gpus,
         mps_total=mps_total,
         mps_alloc=used_mps,
-        shard_total=node_shard_count(text(rec.get("gres"))),
+        shard_total=gres_shard_count(text(rec.get("gres"))),
         cpus=num(rec.get("cpus")) or 0,
         cpus_alloc=num(rec.get("alloc_cpus")) or 0,
     )
@@ -69,7 +69,7 @@ def _nodes_v42(rec: dict[str, Any]) -> list[Node]:
             gpus_alloc=used_gpus,
             mps_total=mps_total,
             mps_alloc=used_mps,
-            shard_total=node_shard_count(text(rec["gres"]["total"])),
+            shard_total=gres_shard_count(text(rec["gres"]["total"])),
             cpus=num(cpus.get("maximum")) or 0,
             cpus_alloc=(num(cpus.get("allocated")) or 0) // share,
         )

@@ -26,9 +26,9 @@ from slurm_hase.slurm import hostlist
 from slurm_hase.slurm.tres import (
     gpu_request,
     gpus_from_tres,
+    gres_shard_count,
     mps_from_tres,
     node_gres_counts,
-    node_shard_count,
 )
 from slurm_hase.slurm.types import Job, JobState, Node, Partition, SchedulerDepths
 
@@ -244,7 +244,7 @@ def _node(rec: dict[str, str]) -> Node:
         gpus_alloc=used,
         mps_total=mps_total,
         mps_alloc=mps_from_tres(rec["AllocTRES"]),
-        shard_total=node_shard_count(rec["Gres"]),
+        shard_total=gres_shard_count(rec["Gres"]),
         cpus=_int(rec["CPUTot"], what),
         cpus_alloc=_int(rec["CPUAlloc"], what),
         gpus_untracked=(sum(gpus.values()) > 0 and "CfgTRES" in rec

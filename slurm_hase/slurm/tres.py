@@ -166,9 +166,10 @@ def node_gres_counts(text: str | None) -> tuple[dict[str, int], int]:
     return gpus, mps
 
 
-def node_shard_count(text: str | None) -> int:
-    """A node's gres/shard total from its Gres (``gpu:a100:4,shard:32`` or ``shard:a100:32``:
-    Slurm copies the GPUs' type to their shards)."""
+def gres_shard_count(text: str | None) -> int:
+    """The GPU shards in a GRES list: a node's Gres (``gpu:a100:4,shard:32`` or
+    ``shard:a100:32``: Slurm copies the GPUs' type to their shards), or a job's TresPerJob /
+    TresPerNode (``gres:shard:4``)."""
     return sum(item.count for item in parse_gres(text) if item.name == "shard")
 
 
@@ -177,7 +178,7 @@ def requested_shards(tres_per_job: str | None, tres_per_node: str | None) -> int
     ``gres/shard:4`` from 23.11), per node where asked per node; 0 if none. gpu_request leaves
     shards out: the daemon plans whole GPUs and MPS shares only."""
     for text in (tres_per_job, tres_per_node):
-        shards = sum(i.count for i in parse_gres(text) if i.name == "shard")
+        shards = gres_shard_count(text)
         if shards:
             return shards
     return 0

@@ -13,9 +13,9 @@ from slurm_hase.slurm.tres import (
     gpu_request,
     gpus_from_tres,
     gres_prefix,
+    gres_shard_count,
     mps_from_tres,
     node_gres_counts,
-    node_shard_count,
     parse_gres,
     parse_gres_item,
     parse_tres_list,
@@ -134,9 +134,9 @@ def test_gpu_shards_in_tres_node_gres_and_requests() -> None:
     assert shards_from_tres("billing=1,cpu=1,gres/shard=4,node=1") == 4
     assert shards_from_tres({"gres:shard": "2"}) == 2
     assert shards_from_tres("billing=1,cpu=1,gres/mps=50,node=1") == 0
-    assert node_shard_count("gpu:a100:4,mps:a100:400,shard:a100:32") == 32
-    assert node_shard_count("gpu:a100:4,shard:32(S:0)") == 32
-    assert node_shard_count("gpu:v100:4,mps:v100:400") == 0
+    assert gres_shard_count("gpu:a100:4,mps:a100:400,shard:a100:32") == 32
+    assert gres_shard_count("gpu:a100:4,shard:32(S:0)") == 32
+    assert gres_shard_count("gpu:v100:4,mps:v100:400") == 0
     assert requested_shards(None, "gres:shard:4") == 4
     assert requested_shards("gres/shard:2", None) == 2
     assert requested_shards("", "gres:mps:10,gres:shard:2") == 2
