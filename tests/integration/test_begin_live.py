@@ -10,15 +10,19 @@ import time
 
 import pytest
 
-from slurm_hase.daemon.cycle import CycleConfig, OwnedAttrs, run_cycle
-from slurm_hase.daemon.loop import WallClock
+from slurm_hase.daemon.cycle import OwnedAttrs
 from slurm_hase.daemon.records import DEFAULT_BEGIN_HORIZON_S, begins_later
 from slurm_hase.policy.registry import make_policy
-from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.runner import SubprocessRunner
 from slurm_hase.slurm.types import JobState
-from tests.integration.test_requeue_live import Table, by_id, fill_with_teama, submitted, wait_for
+from tests.integration.test_requeue_live import (
+    by_id,
+    fill_with_teama,
+    rotation_cycle,
+    submitted,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slurm
 __all__ = ["submitted"]  # the fixture, shared with test_requeue_live
@@ -37,11 +41,8 @@ def test_no_requeue_for_a_job_that_begins_hours_ahead_until_its_begin_is_moved(
     assert 7000 < seen.eligible_time - time.time() <= 7200
     assert begins_later(seen, time.time(), DEFAULT_BEGIN_HORIZON_S) is not None
     policy = make_policy("fair", min_run_s=0.0)
-    config = CycleConfig(partitions=("gpu",), requeue=True, requeue_min_run_s=0.0)
     owned: dict[str, OwnedAttrs] = {}
-    shares = {"teama": 1.0, "teamb": 1.0}
-    res = run_cycle(slurm_backend, policy, Table(), WallClock(), UsageLedger(3600.0), shares,
-                    config, owned=owned)
+    res = rotation_cycle(slurm_backend, policy, owned)
     assert res.requeued == [] and not res.errors, (res.requeued, res.errors)
     assert later in res.pending_ids
     # ordered and routed all the same: its Nice and constraint are ready for when it may start
@@ -51,8 +52,7 @@ def test_no_requeue_for_a_job_that_begins_hours_ahead_until_its_begin_is_moved(
     wait_for(slurm_backend, [later],
              lambda js: begins_later(js[later], time.time(), DEFAULT_BEGIN_HORIZON_S) is None,
              "the begin time did not move", timeout_s=30)
-    res = run_cycle(slurm_backend, policy, Table(), WallClock(), UsageLedger(3600.0), shares,
-                    config, owned=owned)
+    res = rotation_cycle(slurm_backend, policy, owned)
     assert len(res.requeued) == 1 and res.requeued[0] in holders, (res.requeued, res.skipped)
     back = res.requeued[0]
     requeued = wait_for(slurm_backend, [back], lambda js: js[back].state is JobState.PENDING,

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_hase.daemon.cycle import CycleConfig, OwnedAttrs, run_cycle
-from slurm_hase.daemon.loop import WallClock
+from slurm_hase.daemon.cycle import OwnedAttrs
 from slurm_hase.daemon.records import waits_on_other
 from slurm_hase.policy.registry import make_policy
-from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.runner import SubprocessRunner
 from slurm_hase.slurm.types import JobState
-from tests.integration.test_requeue_live import Table, fill_with_teama, submitted, wait_for
+from tests.integration.test_requeue_live import fill_with_teama, rotation_cycle, submitted, wait_for
 
 pytestmark = pytest.mark.slurm
 __all__ = ["submitted"]  # the fixture, shared with test_requeue_live
@@ -32,19 +30,15 @@ def test_no_requeue_for_a_job_waiting_on_a_dependency_until_it_is_removed(
                     "Slurm did not show reason Dependency", timeout_s=30)[waiting]
     assert waits_on_other(seen.reason) and seen.state is JobState.PENDING
     policy = make_policy("fair", min_run_s=0.0)
-    config = CycleConfig(partitions=("gpu",), requeue=True, requeue_min_run_s=0.0)
     owned: dict[str, OwnedAttrs] = {}
-    shares = {"teama": 1.0, "teamb": 1.0}
-    res = run_cycle(slurm_backend, policy, Table(), WallClock(), UsageLedger(3600.0), shares,
-                    config, owned=owned)
+    res = rotation_cycle(slurm_backend, policy, owned)
     assert res.requeued == [] and not res.errors, (res.requeued, res.errors)
     assert waiting in res.pending_ids and res.pending == 0  # observed, but no record
     # the dependency removed: the job waits for GPUs now, and the next cycle rotates one to it
     slurm_runner.run(["scontrol", "update", f"jobid={waiting}", "Dependency="]).check()
     wait_for(slurm_backend, [waiting], lambda js: not waits_on_other(js[waiting].reason),
              "the reason stayed Dependency", timeout_s=30)
-    res = run_cycle(slurm_backend, policy, Table(), WallClock(), UsageLedger(3600.0), shares,
-                    config, owned=owned)
+    res = rotation_cycle(slurm_backend, policy, owned)
     assert len(res.requeued) == 1 and res.requeued[0] in holders, (res.requeued, res.skipped)
     wait_for(slurm_backend, [waiting], lambda js: js[waiting].state is JobState.RUNNING,
              "the job did not start on the freed GPU")

@@ -6,9 +6,6 @@ instance it does not fit, and `hase report` weighs instance-hours as 1/7 of an A
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,33 +13,19 @@ import pytest
 
 from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.localcluster.manager import LocalCluster
-from slurm_hase.slurm.localcluster.paths import cluster_paths
-from slurm_hase.slurm.localcluster.spec import load_spec
 from slurm_hase.slurm.runner import SubprocessRunner
 from slurm_hase.slurm.types import JobState
+from tests.integration.side_cluster import BIN, run_in, side_cluster
 from tests.integration.test_adapter_live import wait_for
 
 pytestmark = pytest.mark.slurm
-SPEC = Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "mig-cluster.toml"
-BIN = Path(sys.executable).parent  # the venv's console scripts
 
 
 @pytest.fixture(scope="module")
 def mig_cluster(local_cluster: LocalCluster) -> Iterator[LocalCluster]:
-    """The MIG cluster, up for this module (the default one stays up beside it), in a folder
-    beside the default one's (MariaDB, running as mysql, must be able to enter it)."""
-    folder = local_cluster.paths.root.parent / f"{local_cluster.paths.root.name}-mig-test"
-    cluster = LocalCluster(load_spec(SPEC), cluster_paths(folder))
-    try:
-        cluster.up()  # a start that fails half-way is stopped as well
+    """The mig cluster, up for this module."""
+    with side_cluster(local_cluster, "mig-cluster.toml", "mig-test") as cluster:
         yield cluster
-    finally:
-        cluster.down()
-
-
-def _run(cluster: LocalCluster, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), env={**os.environ, **cluster.env}, cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
 
 
 def test_hsbatch_keeps_a_job_off_an_instance_it_does_not_fit(
@@ -51,7 +34,7 @@ def test_hsbatch_keeps_a_job_off_an_instance_it_does_not_fit(
     # 3e9 fp16 parameters with gradients: 12 GB, over a 1g.5gb instance's 5 GB
     script.write_text("#!/bin/bash\n#SBATCH --gpus=1 -t 600 -o /dev/null --begin=now+3600\n"
                       "#HASE params=3000 precision=fp16 iterations=2000\nsleep 1\n")
-    res = _run(mig_cluster, str(BIN / "hsbatch"), "--parsable", "--hase-explain", str(script),
+    res = run_in(mig_cluster, str(BIN / "hsbatch"), "--parsable", "--hase-explain", str(script),
                cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     job_id = res.stdout.strip()
@@ -60,10 +43,10 @@ def test_hsbatch_keeps_a_job_off_an_instance_it_does_not_fit(
                 if line.startswith("  a100")}
         assert rows["a100_1g.5gb"][2] == "5" and rows["a100_1g.5gb"][7] == "no", res.stderr
         assert "constraint added: a100\n" in res.stderr
-        shown = _run(mig_cluster, "squeue", "-h", "-j", job_id, "-o", "%f", cwd=tmp_path)
+        shown = run_in(mig_cluster, "squeue", "-h", "-j", job_id, "-o", "%f", cwd=tmp_path)
         assert shown.stdout.strip() == "a100"
     finally:
-        _run(mig_cluster, "scancel", job_id, cwd=tmp_path)
+        run_in(mig_cluster, "scancel", job_id, cwd=tmp_path)
 
 
 def test_report_weighs_instance_hours_as_their_part_of_the_gpu(
@@ -76,7 +59,7 @@ def test_report_weighs_instance_hours_as_their_part_of_the_gpu(
     wait_for("both jobs in sacct, whole", lambda: len([
         r for r in backend.accounting(job_ids=ids)
         if r.state is JobState.COMPLETED and r.end_time and r.eligible_time]) == 2 or None)
-    res = _run(mig_cluster, str(BIN / "hase"), "report", "usage", "--since", "now-1hours",
+    res = run_in(mig_cluster, str(BIN / "hase"), "report", "usage", "--since", "now-1hours",
                "--json", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)

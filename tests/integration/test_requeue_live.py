@@ -10,10 +10,11 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from slurm_hase.daemon.cycle import CycleConfig, JobEstimate, OwnedAttrs, run_cycle
+from slurm_hase.daemon.cycle import CycleConfig, CycleResult, JobEstimate, OwnedAttrs, run_cycle
 from slurm_hase.daemon.loop import WallClock
 from slurm_hase.errors import SlurmError
 from slurm_hase.policy.registry import make_policy
+from slurm_hase.policy.types import Policy
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.types import Job, JobState
@@ -71,6 +72,16 @@ def fill_with_teama(backend: CommandBackend, submitted: list[str]) -> list[str]:
     return holders
 
 
+def rotation_cycle(backend: CommandBackend, policy: Policy,
+                   owned: dict[str, OwnedAttrs]) -> CycleResult:
+    """One cycle on the gpu partition with requeue on (no minimum run), teama and teamb at equal
+    shares, the Table's estimates."""
+    return run_cycle(backend, policy, Table(), WallClock(), UsageLedger(3600.0),
+                     {"teama": 1.0, "teamb": 1.0},
+                     CycleConfig(partitions=("gpu",), requeue=True, requeue_min_run_s=0.0),
+                     owned=owned)
+
+
 def test_fair_requeues_one_checkpointed_job_for_the_newcomer(
         slurm_backend: CommandBackend, submitted: list[str]) -> None:
     holders = fill_with_teama(slurm_backend, submitted)
@@ -78,10 +89,8 @@ def test_fair_requeues_one_checkpointed_job_for_the_newcomer(
                                      "--gpus=1", "-t", "30", "--wrap", "sleep 600"])
     submitted.append(newcomer)
     policy = make_policy("fair", min_run_s=0.0)
-    config = CycleConfig(partitions=("gpu",), requeue=True, requeue_min_run_s=0.0)
     owned: dict[str, OwnedAttrs] = {}
-    res = run_cycle(slurm_backend, policy, Table(), WallClock(), UsageLedger(3600.0),
-                    {"teama": 1.0, "teamb": 1.0}, config, owned=owned)
+    res = rotation_cycle(slurm_backend, policy, owned)
     assert len(res.requeued) == 1 and res.requeued[0] in holders, (res.requeued, res.skipped)
     assert not res.errors, res.errors
     victim = res.requeued[0]
@@ -91,8 +100,7 @@ def test_fair_requeues_one_checkpointed_job_for_the_newcomer(
     assert back.state is JobState.PENDING and back.restarts == 1 and back.requeue
     assert back.nice > 0 and owned[victim].nice == back.nice  # behind the queue, and ours
     # one requeue only: the other 23 still run, and a second cycle takes nothing more
-    res2 = run_cycle(slurm_backend, policy, Table(), WallClock(), UsageLedger(3600.0),
-                     {"teama": 1.0, "teamb": 1.0}, config, owned=owned)
+    res2 = rotation_cycle(slurm_backend, policy, owned)
     assert res2.requeued == []
     running = [j for j in by_id(slurm_backend, holders).values() if j.state is JobState.RUNNING]
     assert len(running) == GPUS - 1
@@ -125,7 +133,6 @@ def test_requeue_refused_without_opt_in_on_the_real_cluster(
 
 def test_a_job_cancelled_after_the_cycle_saw_it_is_not_revived(
         slurm_backend: CommandBackend, submitted: list[str]) -> None:
-    from slurm_hase.daemon.cycle import CycleResult
     from slurm_hase.daemon.requeue import apply_requeues
 
     def opted(name: str) -> str:

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,33 +16,19 @@ import pytest
 from slurm_hase.errors import HaseError
 from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.localcluster.manager import LocalCluster
-from slurm_hase.slurm.localcluster.paths import cluster_paths
-from slurm_hase.slurm.localcluster.spec import load_spec
 from slurm_hase.slurm.runner import SubprocessRunner
 from slurm_hase.slurm.types import AccountingRecord, JobState
+from tests.integration.side_cluster import BIN, run_in, side_cluster
 from tests.integration.test_adapter_live import wait_for
 
 pytestmark = pytest.mark.slurm
-SPEC = Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "shard-cluster.toml"
-BIN = Path(sys.executable).parent  # the venv's console scripts
 
 
 @pytest.fixture(scope="module")
 def shard_cluster(local_cluster: LocalCluster) -> Iterator[LocalCluster]:
-    """The shard cluster, up for this module (the default one stays up beside it), in a folder
-    beside the default one's (MariaDB, running as mysql, must be able to enter it)."""
-    folder = local_cluster.paths.root.parent / f"{local_cluster.paths.root.name}-shard-test"
-    cluster = LocalCluster(load_spec(SPEC), cluster_paths(folder))
-    try:
-        cluster.up()  # a start that fails half-way is stopped as well
+    """The shard cluster, up for this module."""
+    with side_cluster(local_cluster, "shard-cluster.toml", "shard-test") as cluster:
         yield cluster
-    finally:
-        cluster.down()
-
-
-def _run(cluster: LocalCluster, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), env={**os.environ, **cluster.env}, cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
 
 
 def test_the_node_shows_its_shards(shard_cluster: LocalCluster) -> None:
@@ -78,7 +61,7 @@ def test_report_counts_a_shard_job_as_its_part_of_a_gpu(
         shard, whole = by_id[ids[0]], by_id[ids[1]]
         assert shard.alloc_tres["gres/shard"] == "4" and not shard.alloc_gpus
         assert whole.alloc_gpus == {"a100": 1}
-        res = _run(shard_cluster, str(BIN / "hase"), "report", "usage", "--since", since,
+        res = run_in(shard_cluster, str(BIN / "hase"), "report", "usage", "--since", since,
                    "--json", "--weights", "none", cwd=tmp_path)
     finally:
         with contextlib.suppress(HaseError):

@@ -14,10 +14,16 @@ from slurm_hase.daemon.fake import FakeBackend, gpu_node
 from slurm_hase.daemon.records import DEFAULT_BEGIN_HORIZON_S, begins_later
 from slurm_hase.policy.registry import make_policy
 from slurm_hase.policy.usage import UsageLedger
-from slurm_hase.slurm.types import GpuRequest, Job, JobState
+from slurm_hase.slurm.types import Job
 from tests.unit.test_daemon_cycle import Clock, pjob
 from tests.unit.test_daemon_requeue import Est
-from tests.unit.test_daemon_review42 import NOW, LongRunning, _running, _waiting
+from tests.unit.test_daemon_review42 import (
+    NOW,
+    LongRunning,
+    _running,
+    _waiting,
+    beside_a_ready_job,
+)
 
 HOUR = 3600
 
@@ -61,16 +67,8 @@ def test_a_job_that_begins_later_takes_no_free_fast_gpu_from_one_that_can_start(
             return JobEstimate({"a100": 3600.0, "t4": 20000.0 if job.job_id == "3" else 4000.0})
 
     later = replace(_begins_at("3", NOW + 6 * HOUR), time_limit_s=100_000)
-    ready = Job(job_id="4", name="train", user="ub", account="big", partition="gpu",
-                state=JobState.PENDING, reason="Priority", gpu=GpuRequest(1, None, "job"),
-                submit_time=60_000, time_limit_s=100_000)
-    fb = FakeBackend([later, ready], [gpu_node("a1", "a100", gpus=1), gpu_node("t1", "t4", gpus=1)])
-    ledger = UsageLedger(86400.0)
-    ledger.add_interval("big", 4.0, 10_000.0, 99_000.0)  # big was served, small was not
-    res = run_cycle(fb, make_policy("fair"), Speeds(), Clock(NOW), ledger,
-                    {"big": 1.0, "small": 1.0},
-                    CycleConfig(refresh_s=0, begin_horizon_s=horizon_s))
-    features = {job_id: u.features for job_id, u in res.applied}
+    features, res = beside_a_ready_job(later, Speeds(),
+                                       CycleConfig(refresh_s=0, begin_horizon_s=horizon_s))
     assert features["4"] == ready_gets
     # the later job is still ordered and routed, ready for when it may start
     assert features["3"] == "a100" and res.pending == 2

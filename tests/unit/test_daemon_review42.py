@@ -10,7 +10,14 @@ from dataclasses import replace
 
 import pytest
 
-from slurm_hase.daemon.cycle import CycleConfig, JobEstimate, QuietWatch, run_cycle
+from slurm_hase.daemon.cycle import (
+    CycleConfig,
+    CycleResult,
+    JobEstimate,
+    QuietWatch,
+    RuntimeEstimator,
+    run_cycle,
+)
 from slurm_hase.daemon.fake import FakeBackend, gpu_node
 from slurm_hase.daemon.loop import Daemon, LoopSettings
 from slurm_hase.daemon.records import waits_on_other
@@ -73,21 +80,29 @@ def test_the_same_job_ready_to_start_does_get_a_gpu_rotated_to_it() -> None:
     assert len(res.requeued) == 1
 
 
+def beside_a_ready_job(other: Job, estimator: RuntimeEstimator,
+                      config: CycleConfig) -> tuple[dict[str, str], CycleResult]:
+    """One fair cycle on one A100 and one T4: `other` (account small, not served) beside a job
+    "4" of account big (served) that can start now. The features applied by job id, and the
+    cycle's result."""
+    ready = Job(job_id="4", name="train", user="ub", account="big", partition="gpu",
+                state=JobState.PENDING, reason="Priority", gpu=GpuRequest(1, None, "job"),
+                submit_time=60_000, time_limit_s=100_000)
+    fb = FakeBackend([other, ready], [gpu_node("a1", "a100", gpus=1), gpu_node("t1", "t4", gpus=1)])
+    ledger = UsageLedger(86400.0)
+    ledger.add_interval("big", 4.0, 10_000.0, 99_000.0)  # big was served, small was not
+    res = run_cycle(fb, make_policy("fair"), estimator, Clock(NOW), ledger,
+                    {"big": 1.0, "small": 1.0}, config)
+    return {job_id: u.features for job_id, u in res.applied}, res
+
+
 def test_a_waiting_job_takes_no_free_fast_gpu_from_a_job_that_can_start() -> None:
     class Speeds:
         def estimate(self, job: Job, types: object) -> JobEstimate:
             return JobEstimate({"a100": 3600.0, "t4": 6000.0})
 
     dep = replace(_waiting("3", "Dependency"), time_limit_s=100_000)
-    ready = Job(job_id="4", name="train", user="ub", account="big", partition="gpu",
-                state=JobState.PENDING, reason="Priority", gpu=GpuRequest(1, None, "job"),
-                submit_time=60_000, time_limit_s=100_000)
-    fb = FakeBackend([dep, ready], [gpu_node("a1", "a100", gpus=1), gpu_node("t1", "t4", gpus=1)])
-    ledger = UsageLedger(86400.0)
-    ledger.add_interval("big", 4.0, 10_000.0, 99_000.0)  # big was served, small was not
-    res = run_cycle(fb, make_policy("fair"), Speeds(), Clock(NOW), ledger,
-                    {"big": 1.0, "small": 1.0}, CycleConfig(refresh_s=0))
-    features = {job_id: u.features for job_id, u in res.applied}
+    features, _ = beside_a_ready_job(dep, Speeds(), CycleConfig(refresh_s=0))
     assert features.get("4") in (None, "a100")
     assert "3" not in features
 
