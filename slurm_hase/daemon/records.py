@@ -13,7 +13,9 @@ from functools import lru_cache
 from typing import Protocol
 
 from slurm_hase.policy.types import GpuPool, PendingJob, RunningJob
-from slurm_hase.slurm.types import GpuRequest, Job
+from slurm_hase.slurm import hostlist
+from slurm_hase.slurm.tres import requested_shards
+from slurm_hase.slurm.types import GpuRequest, Job, Node
 
 DEFAULT_RUNTIME_S = 3600.0  # expected remaining time of a running job we know nothing about
 # MPS units of one GPU where no node says otherwise: gres/mps read as a percent of a GPU
@@ -275,3 +277,34 @@ def running_record(job: Job, pools: Mapping[str, GpuPool], est: JobEstimate | No
         restarts=job.restarts,
         runtime_s={} if est is None else {t: r for t, r in est.runtime_s.items()
                                           if t in pools and r > 0})
+
+
+def shares_a_gpu(job: Job) -> bool:
+    """Whether a job asks for part of a GPU: an MPS share or GPU shards."""
+    gpu = job.gpu
+    return ((gpu is not None and gpu.mps > 0)
+            or "shard" in job.tres_per_node or "shard" in job.tres_per_job)
+
+
+def share_on_its_gpus(job: Job, nodes: Mapping[str, Node],
+                      mps_units: Mapping[str, int]) -> Job | None:
+    """A running job holding part of a GPU, with that GPU on each of its nodes as alloc_gpus:
+    Slurm's AllocTRES counts MPS units or shards there, no GPU (the simulator's jobs name their
+    GPU). A shard job is read as the MPS share of the same part of a GPU (its shards over its
+    node's shards per GPU, in `mps_units` of that type), so the policies count it like one.
+    None when its first node is unknown or not of one GPU type, or it holds no part of a GPU."""
+    names = hostlist.expand(job.nodes) if job.nodes else []
+    node = nodes.get(names[0]) if names else None
+    held = [t for t, n in node.gpus.items() if n > 0] if node is not None else []
+    if node is None or len(held) != 1:
+        return None
+    gtype = held[0]
+    gpu = job.gpu
+    if gpu is None or gpu.mps <= 0:
+        shards = requested_shards(job.tres_per_job, job.tres_per_node)
+        per_gpu = node.shard_total / node.gpus[gtype]
+        if shards <= 0 or per_gpu <= 0:
+            return None
+        units = mps_units.get(gtype.lower(), MPS_PER_GPU)
+        gpu = GpuRequest(0, None, "node", max(1, round(min(shards / per_gpu, 1.0) * units)))
+    return replace(job, alloc_gpus={gtype: len(names)}, gpu=gpu)

@@ -25,6 +25,8 @@ from slurm_hase.daemon.records import (
     RunningEntry,
     RuntimeEstimator,
     begins_later,
+    share_on_its_gpus,
+    shares_a_gpu,
     waits_on_other,
 )
 from slurm_hase.daemon.safety import Capacity, feature_spelling, lower_features
@@ -324,6 +326,7 @@ def _build_state(
     pending_state, running_state = JobState.PENDING, JobState.RUNNING
     later: dict[str, float] = {}
     horizon_s = config.begin_horizon_s
+    by_name: dict[str, Node] | None = None  # nodes by name, once a job sharing a GPU runs
     for job in jobs:
         state = job.state
         if state is pending_state:
@@ -363,7 +366,16 @@ def _build_state(
                 comes = begins_later(job, now, horizon_s)
                 if comes is not None:
                     later[job_id] = comes
-        elif state is running_state and job.alloc_gpus:
+        elif state is running_state:
+            if not job.alloc_gpus:
+                if not shares_a_gpu(job):
+                    continue  # no GPU
+                if by_name is None:
+                    by_name = {n.name: n for n in nodes}
+                job_or = share_on_its_gpus(job, by_name, mps_units)
+                if job_or is None:
+                    continue
+                job = job_or
             entry_r = builder.running(job)
             running.append(entry_r[4])
             new_r[job.job_id] = entry_r

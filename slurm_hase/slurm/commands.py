@@ -81,8 +81,9 @@ def show_jobs(job_id: str | None = None) -> list[str]:
 
 
 def show_nodes() -> list[str]:
-    """``scontrol show node -o``: one line per node."""
-    return ["scontrol", "show", "node", "-o"]
+    """``scontrol show node -d -o``: one line per node; -d adds GresUsed, the GPUs that MPS
+    shares and shards hold (AllocTRES counts whole GPUs only)."""
+    return ["scontrol", "show", "node", "-d", "-o"]
 
 
 def show_partitions() -> list[str]:

@@ -6,8 +6,9 @@ from dataclasses import replace
 from typing import Any
 
 from slurm_hase.errors import SlurmParseError
+from slurm_hase.slurm.gres_used import gpus_in_use
 from slurm_hase.slurm.parse_json import decode, guarded, num, records, states, text
-from slurm_hase.slurm.tres import gres_shard_count, mps_from_tres, node_gres_counts
+from slurm_hase.slurm.tres import gres_shard_count, mps_from_tres, node_gres_counts, with_held
 from slurm_hase.slurm.types import Node
 
 WHAT = "sinfo --json"
@@ -17,9 +18,12 @@ def _features(value: str) -> tuple[str, ...]:
     return tuple(f for f in value.split(",") if f and f != "(null)")
 
 
-def _used(gres_used: str, tres_used: str | None) -> tuple[dict[str, int], int]:
-    """Allocated GPUs by type and MPS. 22.05's gres_used miscounts MPS; its tres_used is right."""
+def _used(gres_used: str, tres_used: str | None,
+          total: dict[str, int]) -> tuple[dict[str, int], int]:
+    """GPUs in use by type (whole, or held by MPS shares or shards: gres_used names their
+    indices) and MPS. 22.05's gres_used miscounts MPS; its tres_used is right."""
     gpus, mps = node_gres_counts(gres_used)
+    gpus = with_held(gpus, gpus_in_use(gres_used, total))
     if tres_used is not None:
         mps = mps_from_tres(tres_used)
     return {k: v for k, v in gpus.items() if v > 0}, mps
@@ -29,7 +33,7 @@ def _node_v38(rec: dict[str, Any]) -> Node:
     st = states(rec["state"])
     flags = states(rec.get("state_flags") or [])
     gpus, mps_total = node_gres_counts(text(rec.get("gres")))
-    used_gpus, used_mps = _used(text(rec.get("gres_used")), text(rec.get("tres_used")))
+    used_gpus, used_mps = _used(text(rec.get("gres_used")), text(rec.get("tres_used")), gpus)
     parts = rec.get("partitions") or []
     if not isinstance(parts, list):
         raise SlurmParseError(WHAT, f"partitions of {rec.get('name')} is not a list")
@@ -54,7 +58,7 @@ def _nodes_v42(rec: dict[str, Any]) -> list[Node]:
     names = [text(n) for n in rec["nodes"]["nodes"]]
     st = states(rec["node"]["state"])
     gpus, mps_total = node_gres_counts(text(rec["gres"]["total"]))
-    used_gpus, used_mps = _used(text(rec["gres"]["used"]), None)
+    used_gpus, used_mps = _used(text(rec["gres"]["used"]), None, gpus)
     part = text(rec.get("partition", {}).get("name"))
     cpus = rec["cpus"]
     share = max(len(names), 1)

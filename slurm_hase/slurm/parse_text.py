@@ -23,12 +23,14 @@ from dataclasses import dataclass
 
 from slurm_hase.errors import SlurmParseError
 from slurm_hase.slurm import hostlist
+from slurm_hase.slurm.gres_used import gpus_in_use
 from slurm_hase.slurm.tres import (
     gpu_request,
     gpus_from_tres,
     gres_shard_count,
     mps_from_tres,
     node_gres_counts,
+    with_held,
 )
 from slurm_hase.slurm.types import Job, JobState, Node, Partition, SchedulerDepths
 
@@ -233,6 +235,8 @@ def _node(rec: dict[str, str]) -> Node:
     used = gpus_from_tres(rec["AllocTRES"])
     if set(used) == {""} and len(gpus) == 1:  # accounting lists no types: one type here
         used = {next(iter(gpus)): used[""]}
+    # with -d: the GPUs MPS shares and shards hold too
+    used = with_held(used, gpus_in_use(_val(rec, "GresUsed") or None, gpus))
     features = _val(rec, "ActiveFeatures") or _val(rec, "AvailableFeatures")
     return Node(
         name=rec["NodeName"],
@@ -253,7 +257,8 @@ def _node(rec: dict[str, str]) -> Node:
 
 
 def parse_scontrol_nodes(raw: str) -> list[Node]:
-    """``scontrol show node -o`` -> nodes sorted by name."""
+    """``scontrol show node -d -o`` (or without -d: no GresUsed, so GPUs held by MPS shares and
+    shards read as free) -> nodes sorted by name."""
     return sorted((_node(r) for r in _records(raw, "NodeName", "scontrol show node")),
                   key=lambda n: n.name)
 

@@ -153,6 +153,15 @@ def _gres_total(tres: Mapping[str, str] | str | None, name: str) -> int:
     return 0
 
 
+def with_held(alloc: Mapping[str, int], held: Mapping[str, int] | None) -> dict[str, int]:
+    """A node's allocated GPUs by type (AllocTRES) raised to the GPUs its GresUsed shows held
+    (gres_used.gpus_in_use: MPS shares and shards hold a GPU that AllocTRES does not count)."""
+    out = dict(alloc)
+    for gtype, count in (held or {}).items():
+        out[gtype] = max(out.get(gtype, 0), count)
+    return out
+
+
 def node_gres_counts(text: str | None) -> tuple[dict[str, int], int]:
     """Node Gres (``gpu:a100:4,mps:a100:400``) -> (GPUs by type, MPS total)."""
     gpus: dict[str, int] = {}

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from slurm_hase.daemon.cycle import CycleConfig
+from slurm_hase.daemon.state import build_state
 from slurm_hase.errors import HaseError
 from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.localcluster.manager import LocalCluster
 from slurm_hase.slurm.runner import SubprocessRunner
-from slurm_hase.slurm.types import AccountingRecord, JobState
+from slurm_hase.slurm.types import AccountingRecord, Job, JobState
 from tests.integration.side_cluster import BIN, run_in, side_cluster
 from tests.integration.test_adapter_live import wait_for
 
@@ -79,3 +81,35 @@ def test_report_counts_a_shard_job_as_its_part_of_a_gpu(
     assert (rows["teama"]["jobs"], rows["teama"]["pending_now"]) == (2, 1)
     assert out["gpu_types"] == ["a100"] and out["cpu_only_jobs"] == 0
     assert out["shards_as_whole_gpus"] == []
+
+
+class _NoEstimate:
+    def estimate(self, job: Job, types: object) -> None:
+        return None
+
+
+def test_gpus_shards_hold_are_busy_and_shard_jobs_hold_their_part(
+        shard_cluster: LocalCluster) -> None:
+    """Two 4-shard jobs share one GPU, a 6-shard job takes a second, a whole-GPU job a third:
+    three of a100-1's GPUs are busy (AllocTRES shows one), and the daemon's state holds the
+    shard jobs as 0.5, 0.5 and 0.75 of a GPU."""
+    backend = CommandBackend(SubprocessRunner(shard_cluster.env))
+    ids = [backend.submit(["-o", "/dev/null", "-A", "teama", "-w", "a100-1", gres, "-t", "5",
+                           "--wrap", "sleep 120"], None)
+           for gres in ("--gres=shard:4", "--gres=shard:4", "--gres=shard:6", "--gpus=a100:1")]
+    try:
+        def running() -> list[Job] | None:
+            jobs = [j for j in backend.jobs() if j.job_id in ids]
+            return jobs if sum(j.state is JobState.RUNNING for j in jobs) == 4 else None
+
+        jobs = wait_for("the four jobs to run", running)
+        nodes = backend.nodes()
+        assert {n.name: n.gpus_alloc for n in nodes}["a100-1"] == {"a100": 3}
+        state = build_state(jobs, nodes, _NoEstimate(), {}, {}, time.time(), CycleConfig())
+    finally:
+        for jid in ids:
+            with contextlib.suppress(HaseError):
+                backend.cancel(jid)
+    assert (state.pools["a100"].total_gpus, state.pools["a100"].free_gpus) == (4, 1)
+    assert sorted(r.gpu_fraction for r in state.running) == [0.5, 0.5, 0.75, 1.0]
+    assert {r.account for r in state.running} == {"teama"}

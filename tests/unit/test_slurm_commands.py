@@ -42,7 +42,7 @@ def test_simple_commands() -> None:
     assert commands.sinfo_json() == ["sinfo", "--json"]
     assert commands.show_jobs() == ["scontrol", "show", "job", "-o"]
     assert commands.show_jobs("12") == ["scontrol", "show", "job", "-o", "12"]
-    assert commands.show_nodes() == ["scontrol", "show", "node", "-o"]
+    assert commands.show_nodes() == ["scontrol", "show", "node", "-d", "-o"]
     assert commands.show_partitions() == ["scontrol", "show", "partition", "-o"]
     assert commands.hold("3") == ["scontrol", "hold", "3"]
     assert commands.release("3") == ["scontrol", "release", "3"]

@@ -111,8 +111,16 @@ def nodes(fixtures_dir: Path, v: str, kind: str) -> list[Node]:
 
 
 def test_nodes_sinfo_json_equals_scontrol_text(fixtures_dir: Path) -> None:
+    """Equal but for the GPU run-mps's share holds on a100-1: sinfo's gres_used names it, and
+    these `scontrol show node -o` captures have no -d, so no GresUsed (AllocTRES counts whole
+    GPUs only; scontrol-show-node-gres-used.txt in local-*/ is the -d form the backend reads)."""
     for v in VERSIONS:
-        assert nodes(fixtures_dir, v, "json") == nodes(fixtures_dir, v, "text"), v
+        js = {n.name: n for n in nodes(fixtures_dir, v, "json")}
+        tx = {n.name: n for n in nodes(fixtures_dir, v, "text")}
+        assert (js["a100-1"].gpus_alloc, tx["a100-1"].gpus_alloc) == ({"a100": 2}, {"a100": 1})
+        assert {k: replace(n, gpus_alloc={}) for k, n in js.items()} == {
+            k: replace(n, gpus_alloc={}) for k, n in tx.items()}, v
+        assert all(js[k] == tx[k] for k in js if k != "a100-1"), v
 
 
 @pytest.mark.parametrize("kind", ["json", "text"])
@@ -123,8 +131,9 @@ def test_nodes_agree_across_versions(fixtures_dir: Path, kind: str) -> None:
     for name in new:
         assert old[name] == new[name], name
     a100 = new["a100-1"]  # run-a100 (1 GPU) and run-mps (mps:50) run here
+    held = {"json": 2, "text": 1}[kind]  # the share's GPU: named in gres_used, not AllocTRES
     assert (a100.gpus, a100.gpus_alloc, a100.mps_total, a100.mps_alloc) == (
-        {"a100": 4}, {"a100": 1}, 400, 50)
+        {"a100": 4}, {"a100": held}, 400, 50)
     assert new["v100-1"].gpus_alloc == {"v100": 2} and new["t4-1"].gpus_alloc == {}
     assert new["t4-1"].state == "IDLE" and new["t4-1"].usable
     assert new["v100-1"].features == ("v100", "volta") and a100.partitions == ("gpu",)
