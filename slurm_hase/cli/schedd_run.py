@@ -27,6 +27,7 @@ def build_daemon(cfg: DaemonConfig, backend: SlurmBackend, clock: Clock, metrics
     from slurm_hase.daemon.estimator import DescriptorEstimator
     from slurm_hase.daemon.history import CachedHistory, HistoryEstimator, predictor_speed
     from slurm_hase.daemon.loop import Daemon
+    from slurm_hase.daemon.progress import ProgressEstimator
     from slurm_hase.errors import StoreError
     from slurm_hase.policy.registry import make_policy
     from slurm_hase.predict.modelfile import load_predictor, model_to_json
@@ -49,8 +50,9 @@ def build_daemon(cfg: DaemonConfig, backend: SlurmBackend, clock: Clock, metrics
         # (written before the next one), and the daemon starts
         logging.getLogger("slurm_hase.daemon").error("state store write failed: %s", exc)
     history = CachedHistory(lambda: backend.accounting(since="now-30days"), clock.now)
-    estimator = HistoryEstimator(DescriptorEstimator(predictor), history,
-                                 predictor_speed(predictor))
+    estimator = ProgressEstimator(
+        HistoryEstimator(DescriptorEstimator(predictor), history, predictor_speed(predictor)),
+        lambda ids: backend.accounting(job_ids=ids), clock.now, cfg.requeue_overhead_s)
     cycle, settings = daemon_settings(cfg)
     return Daemon(backend, policy, estimator, clock, store, cycle, settings, shares=cfg.shares,
                   metrics=metrics)
@@ -83,10 +85,11 @@ def daemon_settings(cfg: DaemonConfig) -> tuple[CycleConfig, LoopSettings]:
                          0.0 if beside else cfg.history_days * 86400.0))
 
 
-# what a reload cannot change in a running daemon (the store and its lock, the predictor loaded
-# at start, the ledger's half-life, the metrics endpoints, the log format): kept until a restart
-RESTART_ONLY = ("state_db", "dry_run", "model", "half_life_s", "metrics_textfile",
-                "metrics_port", "metrics_address", "log_format")
+# what a reload cannot change in a running daemon (the store and its lock, the predictor and
+# the estimators built at start, the ledger's half-life, the metrics endpoints, the log
+# format): kept until a restart
+RESTART_ONLY = ("state_db", "dry_run", "model", "half_life_s", "requeue_overhead_s",
+                "metrics_textfile", "metrics_port", "metrics_address", "log_format")
 
 
 def reload_daemon(daemon: Daemon, running: DaemonConfig,

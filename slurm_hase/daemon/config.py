@@ -22,7 +22,7 @@ DEFAULT_DB = "/var/lib/slurm-hase/schedd.db"
 
 _SCHEDD_KEYS = {"interval_s", "refresh_s", "partitions", "dry_run", "state_db", "model", "half_life_s",
                 "nice_min_delta", "nice_quantum", "nice_scale", "nice_zero", "backoff_s", "backoff_max_s", "gpu_types", "update_workers", "batch_updates",
-                "requeue", "requeue_max", "requeue_min_run_s", "begin_horizon_s", "log_format", "log_level", "metrics",
+                "requeue", "requeue_max", "requeue_min_run_s", "requeue_overhead_s", "begin_horizon_s", "log_format", "log_level", "metrics",
                 "history_days"}
 _METRICS_KEYS = ("textfile", "port", "address")
 _POLICY_KEYS = ("name", "knobs")
@@ -59,6 +59,9 @@ class DaemonConfig:
     requeue: bool = False  # let the policy requeue opted-in (checkpoint=yes) running jobs
     requeue_max: int = 8
     requeue_min_run_s: float = 600.0
+    # the work a checkpointing job loses to a requeue (steps since its last checkpoint, saving
+    # and loading it): its estimate after one counts each run's time less this (progress.py)
+    requeue_overhead_s: float = 120.0
     # a pending job whose begin time is further ahead gets no free GPU or requeue yet
     # (cycle.CycleConfig)
     begin_horizon_s: float = 300.0  # = cycle.CycleConfig.begin_horizon_s (a test checks)
@@ -124,7 +127,8 @@ def from_mapping(
                         ("half_life_s", 1.0, math.inf),
                         ("backoff_s", 0.1, 3600.0), ("backoff_max_s", 0.1, 86400.0),
                         ("requeue_min_run_s", 0.0, 30 * 86400.0), ("history_days", 0.0, 3650.0),
-                        ("begin_horizon_s", 0.0, 30 * 86400.0)):
+                        ("begin_horizon_s", 0.0, 30 * 86400.0),
+                        ("requeue_overhead_s", 0.0, 86400.0)):
         if key in s:
             out[key] = _num("schedd", key, s[key], lo, hi)
     for key, lo, hi in (("nice_min_delta", 1, 10_000), ("nice_quantum", 1, 1000),

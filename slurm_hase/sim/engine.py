@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from slurm_hase.daemon.cycle import DEFAULT_REFRESH_S, CycleConfig, QuietWatch, run_cycle
+from slurm_hase.daemon.progress import ProgressEstimator
 from slurm_hase.daemon.state import JobEstimate, RuntimeEstimator
 from slurm_hase.errors import ConfigError
 from slurm_hase.policy.common import NICE_MAX
@@ -170,12 +171,14 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
     wall0 = time.perf_counter()
     check_input(trace, config)
     comments = None
+    work_left = False
     if config.predictor == "model" and estimator is None:
         from slurm_hase.daemon.estimator import DescriptorEstimator
         from slurm_hase.predict.modelfile import load_predictor
         from slurm_hase.sim.workloads import comment
 
         estimator = DescriptorEstimator(load_predictor(config.model))
+        work_left = True  # a requeued job's work left from its runs, as the daemon reads it
 
         def comments(tj: TraceJob, auto: tuple[str, ...]) -> str:
             return comment(tj, table, auto)
@@ -201,9 +204,12 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
     # The Slurm baseline (fifo) decides nothing: Slurm runs as if the daemon were not installed,
     # and no cycle is simulated (its result could not differ; it only cost ~half the run time)
     daemon = not is_passive(policy)
-    est = estimator if estimator is not None else OracleEstimator(sim)
-    ledger = UsageLedger(config.ledger_half_life_s)
     clock = SimClock()
+    est = estimator if estimator is not None else OracleEstimator(sim)
+    if work_left:
+        est = ProgressEstimator(est, lambda ids: sim.accounting(job_ids=ids), clock.now,
+                                config.requeue_overhead_s)
+    ledger = UsageLedger(config.ledger_half_life_s)
     # As an admin would set it (templates/schedd.toml.example): one policy Nice level (10)
     # outweighs the age + fairshare terms of the simulated multifactor priority.
     # Policy levels map to Nice <= 0 (nice_zero, the daemon's default), so Slurm's floor of

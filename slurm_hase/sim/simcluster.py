@@ -22,7 +22,14 @@ from slurm_hase.sim.admission import feature_map, refusal, types_allowed
 from slurm_hase.sim.cluster import ClusterSpec
 from slurm_hase.sim.throughput import ThroughputTable
 from slurm_hase.sim.traces import TraceJob
-from slurm_hase.slurm.types import GpuRequest, Job, JobState, Node, SchedulerDepths
+from slurm_hase.slurm.types import (
+    AccountingRecord,
+    GpuRequest,
+    Job,
+    JobState,
+    Node,
+    SchedulerDepths,
+)
 
 
 @dataclass(eq=False)
@@ -145,6 +152,8 @@ class SimCluster:
         self.reordered: list[SimJob] = []
         self.running: dict[str, SimJob] = {}
         self.finished: list[SimJob] = []
+        # job id -> sacct's records of its runs a requeue ended (SimSlurm.requeue)
+        self.requeued_runs: dict[str, list[AccountingRecord]] = {}
         self.ended_since_calc: list[SimJob] = []
         self._ends: list[tuple[float, int, int, str]] = []  # (time, version, idx, id)
         self._node_views: list[Node | None] = [None] * len(spec.nodes)

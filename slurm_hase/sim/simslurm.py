@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from functools import cached_property
 
 from slurm_hase.daemon.records import mps_per_gpu
@@ -147,13 +148,25 @@ class SimSlurm(SimCluster):
 
     def accounting(self, *, since: str = "now-1day", until: str = "now",
                    job_ids: Sequence[str] = ()) -> list[AccountingRecord]:
-        wanted = set(job_ids)
-        return [AccountingRecord(
+        """sacct's records: every finished job's last run, or with `job_ids` every run of
+        those jobs (the ones a requeue ended first, as sacct -D lists them)."""
+        if job_ids:
+            out: list[AccountingRecord] = []
+            for job_id in job_ids:
+                out.extend(self.requeued_runs.get(job_id, ()))
+                job = self.jobs_by_id.get(job_id)
+                if job is not None and job.end >= 0 and job.state not in (JobState.PENDING,
+                                                                   JobState.RUNNING):
+                    out.append(self._record(job))
+            return out
+        return [self._record(j) for j in self.finished]
+
+    def _record(self, j: SimJob) -> AccountingRecord:
+        return AccountingRecord(
             job_id=j.job_id, name=j.trace.workload, account=j.trace.account, user=j.trace.user,
             state=j.state, partition=PARTITION, submit_time=int(j.trace.submit_s), eligible_time=int(j.trace.submit_s),
             start_time=int(j.start), end_time=int(j.end), elapsed_s=int(j.end - j.start),
             alloc_gpus={j.gpu_type: j.trace.num_gpus}, constraints=j.features)
-            for j in self.finished if not wanted or j.job_id in wanted]
 
     def account_shares(self) -> dict[str, float]:
         return dict(self.spec.shares)
@@ -225,6 +238,9 @@ class SimSlurm(SimCluster):
         self._release_whole(job)
         self.busy_gpus[gtype] -= job.trace.num_gpus
         job.run_before += now - job.start
+        self.requeued_runs.setdefault(job_id, []).append(replace(
+            self._record(job), state=JobState.REQUEUED, end_time=int(now),
+            elapsed_s=int(now - job.start)))
         job.earlier_gpu_s[gtype] = job.earlier_gpu_s.get(gtype, 0.0) + job.trace.num_gpus * (now - job.start)
         job.state, job.reason, job.view, job.alloc = JobState.PENDING, "BeginTime", None, []
         job.rate, job.version = 0.0, job.version + 1

@@ -12,12 +12,13 @@ import pytest
 
 from slurm_hase.daemon.cycle import CycleConfig, CycleResult, JobEstimate, OwnedAttrs, run_cycle
 from slurm_hase.daemon.loop import WallClock
+from slurm_hase.daemon.progress import ProgressEstimator
 from slurm_hase.errors import SlurmError
 from slurm_hase.policy.registry import make_policy
 from slurm_hase.policy.types import Policy
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.command_backend import CommandBackend
-from slurm_hase.slurm.types import Job, JobState
+from slurm_hase.slurm.types import AccountingRecord, Job, JobState
 
 pytestmark = pytest.mark.slurm
 CKPT = '{"hase":1,"model":"resnet50","ckpt":1}'
@@ -167,3 +168,40 @@ def test_a_job_cancelled_after_the_cycle_saw_it_is_not_revived(
         time.sleep(0.5)
         kept = slurm_backend.job(ours)
     assert kept.state is JobState.CANCELLED and kept.restarts == 0, kept
+
+
+class Minute:
+    """One checkpointing job of 60 s on every type."""
+
+    def estimate(self, job: Job, gpu_types: Sequence[str]) -> JobEstimate | None:
+        return JobEstimate({t: 60.0 for t in gpu_types}, checkpoint='"ckpt":1' in job.comment)
+
+
+def test_a_requeued_checkpointing_job_is_estimated_at_its_work_left(
+        slurm_backend: CommandBackend, submitted: list[str]) -> None:
+    """It runs ~12 s of its 60 s, is requeued; sacct's REQUEUED run gives it 80% left."""
+    jid = slurm_backend.submit(["--parsable", "-J", "rot-left", "-A", "teama", "-p", "gpu",
+                                "--gpus=t4:1", "-t", "30", "--requeue", f"--comment={CKPT}",
+                                "--wrap", "sleep 600"])
+    submitted.append(jid)
+    wait_for(slurm_backend, [jid], lambda js: js[jid].state is JobState.RUNNING, "did not start")
+    time.sleep(12)
+    slurm_backend.requeue(jid)
+    job = wait_for(slurm_backend, [jid], lambda js: js[jid].restarts == 1
+                   and js[jid].state is JobState.PENDING, "not requeued")[jid]
+
+    def run_recorded() -> list[AccountingRecord]:
+        return [r for r in slurm_backend.accounting(job_ids=[jid]) if r.state is JobState.REQUEUED]
+
+    deadline = time.time() + 60
+    while not run_recorded() and time.time() < deadline:
+        time.sleep(1)
+    (run,) = run_recorded()
+    assert run.alloc_gpus == {"t4": 1} and 11 <= run.elapsed_s <= 20
+    est = ProgressEstimator(Minute(), lambda ids: slurm_backend.accounting(job_ids=ids),
+                            time.time, overhead_s=0.0)
+    got = est.estimate(job, ["t4", "a100"])
+    assert got is not None
+    assert got.runtime_s == {t: pytest.approx(60.0 - run.elapsed_s) for t in ("t4", "a100")}
+    # control: the same job's estimate without its runs is the whole minute
+    assert Minute().estimate(job, ["t4"]) == JobEstimate({"t4": 60.0}, checkpoint=True)

@@ -186,10 +186,55 @@ def test_requeue_keeps_progress_charges_overhead_and_frees_gpus(table: Throughpu
     assert '"ckpt":1' in view.comment
     with pytest.raises(SlurmCommandError):
         sim.requeue("1")  # pending: nothing to requeue
+    # sacct -D's view: the run the requeue ended, then (once done) the last one
+    (run,) = sim.accounting(job_ids=["1"])
+    assert (run.state, run.elapsed_s, run.alloc_gpus) == (JobState.REQUEUED, int(full / 2),
+                                                          {"v100": 1})
+    assert sim.accounting() == []  # no job finished yet
     sim.start(job, "v100", full)
     assert sim.next_end() == pytest.approx(full + full * (0.5 + 60.0 / full))
     with pytest.raises(JobNotFoundError):
         sim.requeue("nope")
+
+
+def test_the_model_predictor_sees_a_requeued_jobs_work_left(table: ThroughputTable) -> None:
+    """The daemon's ProgressEstimator over the simulated sacct: the work left after a requeue,
+    as the oracle knows it (the overhead alike), where the model alone gives the whole job."""
+    from dataclasses import replace
+
+    from slurm_hase.daemon.estimator import DescriptorEstimator
+    from slurm_hase.daemon.progress import ProgressEstimator
+    from slurm_hase.predict.modelfile import load_predictor
+    from slurm_hase.sim.engine import OracleEstimator
+    from slurm_hase.sim.workloads import comment
+
+    spec = uniform_cluster({"v100": 2})
+    sim = SimSlurm(spec, table, lambda tj, auto: comment(tj, table, auto),
+                   requeue_overhead_s=60.0)
+    job = sim.add(replace(_job(1, 0, dur=4000), checkpoint=True), 0.0)
+    sim.start(job, "v100", 0.0)
+    sim.now = job.runtime["v100"] / 4
+    sim.requeue("1")
+    view = next(v for v in sim.jobs() if v.job_id == "1")
+    model = DescriptorEstimator(load_predictor(None))
+    whole = model.estimate(view, ["v100"])
+    left = ProgressEstimator(model, lambda ids: sim.accounting(job_ids=ids), lambda: sim.now,
+                             60.0).estimate(view, ["v100"])
+    oracle = OracleEstimator(sim).estimate(view, ["v100"])
+    assert whole is not None and left is not None and oracle is not None
+    done = (int(job.runtime["v100"] / 4) - 60.0) / whole.runtime_s["v100"]
+    assert left.runtime_s["v100"] == pytest.approx(whole.runtime_s["v100"] * (1 - done))
+    assert oracle.runtime_s["v100"] == pytest.approx(job.runtime["v100"] * job.work_left)
+
+
+def test_model_predictor_rotation_runs_to_the_end(table: ThroughputTable) -> None:
+    spec = uniform_cluster({"v100": 4})
+    jobs = [_job(i, 0, dur=40_000, acct="a") for i in range(4)]
+    jobs += [_job(10 + i, 4000 + i, dur=600, acct="b") for i in range(2)]
+    cfg = SimConfig(policy="fair", knobs={"min_run_s": 1800}, checkpoint_share=1.0,
+                    predictor="model")
+    res = compute(simulate(jobs, spec, table, cfg))
+    assert res["requeues"] >= 1 and res["unfinished"] == 0
 
 
 def test_rotation_in_the_loop_is_deterministic_and_counted(table: ThroughputTable) -> None:
