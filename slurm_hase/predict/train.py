@@ -143,10 +143,12 @@ def train(
     the pair memory of measured MPS pairings (``pair_memory``; ``paired=False``: none) and the
     physical floor's scale per measured (model, mode) (``bound.scales``).
 
-    ``with_p90=False`` (cross-validation of P50 only) stores a zero-residual P90."""
+    ``with_p90=False`` (cross-validation of P50 only) stores a zero-residual P90. The rows are
+    taken in canonical_order: the same rows in any order give the same model."""
     if len(rows) < 10:
         raise DataError(f"need at least 10 measurements to train, got {len(rows)}")
     t0 = time.perf_counter()
+    rows = canonical_order(rows)
     x, _base, y = matrix(rows)
     w = weights(rows)
     p50 = fit_trees(x, y, w, "regression", rounds)
@@ -216,9 +218,20 @@ def _oof_residuals(x: Any, y: Any, w: Any, rounds: int, k: int = 3) -> Any:
     return resid
 
 
+def _row_key(m: Measurement) -> tuple[str, str, float, str]:
+    return (m.gpu, m.desc.to_comment(), m.iter_time_s, m.source)
+
+
+def canonical_order(rows: Sequence[Measurement]) -> list[Measurement]:
+    """The rows sorted by their content, so the same measurements in any order (a site's
+    sacct export, a shuffled CSV) train the same model: LightGBM's bagging and the
+    out-of-fold splits pick rows by position."""
+    return sorted(rows, key=_row_key)
+
+
 def data_digest(rows: Sequence[Measurement]) -> str:
-    """A short content hash of the training rows (for provenance/versioning)."""
+    """A short content hash of the training rows, in any order (for provenance/versioning)."""
     h = hashlib.sha256()
-    for m in rows:
+    for m in canonical_order(rows):
         h.update(f"{m.gpu}|{m.desc.to_comment()}|{m.iter_time_s:.6g}\n".encode())
     return h.hexdigest()[:16]

@@ -160,29 +160,34 @@ def test_pair_memory_is_skipped_without_mirrored_pairs(shipped_rows: list[Measur
 
 
 def test_pair_memory_lowers_the_error_of_held_out_mirrored_v100_pairs(shipped_rows: list[Measurement]) -> None:
-    """Real data (Gavel's V100 rows), 5-fold cross-validation: on the held-out co-located rows whose
-    mirror stayed in training, the pair memory must lower the error over the five folds. (Single
-    folds vary: -13% to +2% on six random fifths; the whole split is what the claim is about.)"""
+    """Real data (Gavel's V100 rows), 5-fold cross-validation over three random splits: on the
+    held-out co-located rows whose mirror stayed in training, the pair memory must lower the
+    error over all folds. (One split varies: -0.1% on split 0, -5% to -6% on splits 1-3, since
+    training takes the rows in canonical order; before, the rows' order in the CSV moved the
+    model without the memory between 13.9% and 15.0% on split 0, and the memory brought it to
+    13.7-13.9% from each.)"""
     v100 = [m for m in shipped_rows if m.gpu == "v100" and m.source.startswith("gavel")]
     keys = [pair_key(m.gpu, m.desc.gflops_per_iter, m.desc.corunner_gflops, m.desc.num_gpus) for m in v100]
-    idx = list(range(len(v100)))
-    random.Random(0).shuffle(idx)
     errs: dict[str, list[float]] = {"without": [], "with": []}
-    for fold in range(5):
-        held = set(idx[fold::5])
-        tr = [m for i, m in enumerate(v100) if i not in held]
-        present = {k for i, k in enumerate(keys) if i not in held and k is not None}
-        test = [v100[i] for i in sorted(held) if keys[i] is not None and mirror(keys[i]) in present]
-        model = train(tr, rounds=60, with_p90=False)
-        assert model.pairs is not None and model.pairs.beta["v100"] > 0.2
-        doc = json.loads(model_to_json(model))
-        del doc["pairs"]
-        for name, pred in (("without", predictor_from_json(json.dumps(doc))), ("with", model)):
-            errs[name] += [abs(p - m.iter_time_s) / m.iter_time_s
-                           for p, m in zip(predict_rows(pred, test), test, strict=True)]
-    assert len(errs["with"]) >= 400
+    for split in range(3):
+        idx = list(range(len(v100)))
+        random.Random(split).shuffle(idx)
+        for fold in range(5):
+            held = set(idx[fold::5])
+            tr = [m for i, m in enumerate(v100) if i not in held]
+            present = {k for i, k in enumerate(keys) if i not in held and k is not None}
+            test = [v100[i] for i in sorted(held) if keys[i] is not None and mirror(keys[i]) in present]
+            model = train(tr, rounds=60, with_p90=False)
+            assert model.pairs is not None and model.pairs.beta["v100"] > 0.2
+            doc = json.loads(model_to_json(model))
+            del doc["pairs"]
+            for name, pred in (("without", predictor_from_json(json.dumps(doc))), ("with", model)):
+                errs[name] += [abs(p - m.iter_time_s) / m.iter_time_s
+                               for p, m in zip(predict_rows(pred, test), test, strict=True)]
+    assert len(errs["with"]) >= 1200
     before, after = (sum(errs[n]) / len(errs[n]) for n in ("without", "with"))
-    # measured: 13.7% -> 13.2% (with the full shipped data, bench/predictor.py: 15.4% -> 14.1%)
+    # measured: 13.66% -> 13.19% over the 1,478 held-out rows of the three splits (with the
+    # full shipped data and rows in the CSV's order, bench/predictor.py: 15.4% -> 14.1%)
     assert after < 0.98 * before, (before, after)
 
 

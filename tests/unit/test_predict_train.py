@@ -234,3 +234,22 @@ def test_cross_validation_says_which_fold_is_too_small(rows: list[Measurement]) 
     with pytest.raises(DataError, match=r"split random, fold 1 of 5 \(3 rows held out, 9 left to "
                                         r"train on\): need at least 10 measurements"):
         cross_validate(rows[:12], "random", baseline=False)
+
+
+def test_the_same_rows_in_another_order_train_the_same_model(rows: list[Measurement]) -> None:
+    import numpy as np
+
+    from slurm_hase.predict.fitting import fit_trees, weights
+
+    some = rows[:150]
+    kw = {"rounds": 20, "with_p90": False, "calibrated": False, "completed": False,
+          "paired": False}
+    a, b = train(some, **kw), train(list(reversed(some)), **kw)  # type: ignore[arg-type]
+    assert a.boosters == b.boosters
+    assert a.meta["data_sha256"] == b.meta["data_sha256"]
+    # control: LightGBM itself picks rows by position (bagging), so order alone moves it
+    x, _base, y = matrix(some)
+    w = weights(some)
+    back = np.arange(len(some))[::-1]
+    assert fit_trees(x, y, w, "regression", 20) != fit_trees(x[back], y[back], w[back],
+                                                             "regression", 20)
