@@ -145,6 +145,7 @@ class SimCluster:
         self.feature_types = feature_map(spec)
         self.shared: dict[str, list[SharedGpu]] = {t: [] for t in self.type_order}
         self.node_mps_used = [0.0] * len(spec.nodes)
+        self.node_shared = [False] * len(spec.nodes)  # the node's one MPS-shared GPU is in use
         self.jobs_by_id: dict[str, SimJob] = {}
         self.by_idx: list[SimJob] = []
         self.pending = PendingQueue()
@@ -227,8 +228,18 @@ class SimCluster:
             need = job.trace.gpu_fraction
             if any(g.used + need <= 1.0 + 1e-9 for g in self.shared[gtype]):
                 return True
-            return self.type_free[gtype] >= 1
+            return self.type_free[gtype] >= 1 and self._new_share_node(gtype) >= 0
         return self.type_free[gtype] >= job.trace.num_gpus
+
+    def _new_share_node(self, gtype: str) -> int:
+        """A node of `gtype` where MPS may share a GPU it has free (-1: none). Slurm shares one
+        GPU a node through MPS at a time (22.05 and 24.11 alike: a share that does not fit
+        what the node's MPS GPU has left waits, beside free GPUs; docs/simulator.md)."""
+        shared, free = self.node_shared, self.node_free
+        for i in self.type_nodes[gtype]:
+            if free[i] > 0 and not shared[i]:
+                return i
+        return -1
 
     def any_room(self) -> bool:
         """Whether any job could start at all: a free GPU, or room on an MPS-shared one."""
@@ -287,7 +298,8 @@ class SimCluster:
         if room:
             gpu = max(room, key=lambda g: g.used)  # best fit
         else:
-            node = next(i for i in self.type_nodes[gtype] if self.node_free[i] > 0)
+            node = self._new_share_node(gtype)
+            self.node_shared[node] = True
             self.node_free[node] -= 1
             self.type_free[gtype] -= 1
             gpu = SharedGpu(node, gtype)
@@ -353,6 +365,7 @@ class SimCluster:
             self._node_views[gpu.node] = None
             if not gpu.residents:
                 self.shared[gpu.gpu_type].remove(gpu)
+                self.node_shared[gpu.node] = False
                 self.node_free[gpu.node] += 1
                 self.type_free[gpu.gpu_type] += 1
             else:

@@ -8,14 +8,12 @@ pools then count it as busy, as the simulator's do. (Shards: tests/integration/t
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import pytest
 
 from slurm_hase.daemon.cycle import CycleConfig, JobEstimate, run_cycle
 from slurm_hase.daemon.loop import WallClock
-from slurm_hase.errors import SlurmError
 from slurm_hase.policy.registry import make_policy
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.command_backend import CommandBackend
@@ -44,15 +42,6 @@ class WithoutDetail(CommandBackend):
         return parse_scontrol_nodes(res.stdout)
 
 
-@pytest.fixture
-def made(slurm_backend: CommandBackend) -> Iterator[list[str]]:
-    ids: list[str] = []
-    yield ids
-    for jid in ids:
-        with contextlib.suppress(SlurmError):
-            slurm_backend.cancel(jid)
-
-
 def _submit(backend: CommandBackend, ids: list[str], *args: str) -> str:
     jid = backend.submit(["--parsable", "-o", "/dev/null", "-p", "gpu", "-t", "5", *args])
     ids.append(jid)
@@ -60,15 +49,15 @@ def _submit(backend: CommandBackend, ids: list[str], *args: str) -> str:
 
 
 def test_a_gpu_an_mps_share_holds_is_busy_for_the_backend_and_the_daemon(
-        slurm_backend: CommandBackend, slurm_runner: SubprocessRunner, made: list[str]) -> None:
+        slurm_backend: CommandBackend, slurm_runner: SubprocessRunner, jobs: list[str]) -> None:
     # every A100 busy: seven as whole GPUs, the eighth held by one MPS share
-    blockers = [_submit(slurm_backend, made, "-w", "a100-1", "--gpus=a100:4", "--wrap", "sleep 300"),
-                _submit(slurm_backend, made, "-w", "a100-2", "--gpus=a100:3", "--wrap", "sleep 300"),
-                _submit(slurm_backend, made, "-w", "a100-2", "--gres=mps:50", "--wrap", "sleep 300")]
+    blockers = [_submit(slurm_backend, jobs, "-w", "a100-1", "--gpus=a100:4", "--wrap", "sleep 300"),
+                _submit(slurm_backend, jobs, "-w", "a100-2", "--gpus=a100:3", "--wrap", "sleep 300"),
+                _submit(slurm_backend, jobs, "-w", "a100-2", "--gres=mps:50", "--wrap", "sleep 300")]
 
     def all_running() -> list[Job] | None:
-        jobs = [j for j in slurm_backend.jobs() if j.job_id in blockers]
-        return jobs if len(jobs) == 3 and all(j.state.name == "RUNNING" for j in jobs) else None
+        seen = [j for j in slurm_backend.jobs() if j.job_id in blockers]
+        return seen if len(seen) == 3 and all(j.state.name == "RUNNING" for j in seen) else None
 
     wait_for("the three blockers to run", all_running)
     nodes = {n.name: n for n in slurm_backend.nodes()}
@@ -78,7 +67,7 @@ def test_a_gpu_an_mps_share_holds_is_busy_for_the_backend_and_the_daemon(
     assert before["a100-2"].gpus_alloc == {"a100": 3}  # AllocTRES alone: one A100 "free"
 
     # two one-GPU jobs, A100 fastest: with no A100 free now they are best on V100s
-    pending = [_submit(slurm_backend, made, "-J", f"hase-{i}", "--gpus=1", "--begin=now+3600",
+    pending = [_submit(slurm_backend, jobs, "-J", f"hase-{i}", "--gpus=1", "--begin=now+3600",
                        "--wrap", "sleep 60") for i in range(2)]
     hase = make_policy("hase", beta=0.0)
 

@@ -169,6 +169,23 @@ def test_model_predictor_goes_through_the_daemon_estimator(table: ThroughputTabl
     assert res.jobs[0].comment.startswith('{"hase":1')  # what hsbatch would have written
 
 
+def test_a_node_shares_one_gpu_through_mps_as_slurm_does(table: ThroughputTable) -> None:
+    """Two 0.6 shares cannot share a GPU. On one 4-GPU node the second waits for the first, as
+    Slurm 22.05 and 24.11 make it wait (tests/fixtures/slurm/local-*/
+    scontrol-show-node-gres-used-jobs.txt); on two nodes it starts on the other at once."""
+    jobs = [_job(1, 0, dur=1000, frac=0.6), _job(2, 0, dur=1000, frac=0.6)]
+    one = simulate(jobs, uniform_cluster({"v100": 4}), table, SimConfig(policy="fifo"))
+    first, second = sorted(one.jobs, key=lambda j: j.job_id)
+    assert second.first_start >= first.end > 0  # waited beside three free GPUs
+    two = simulate(jobs, uniform_cluster({"v100": 8}), table, SimConfig(policy="fifo"))
+    assert [j.first_start for j in two.jobs] == [0.0, 0.0]
+    assert sorted(j.alloc[0][0] for j in two.jobs) == [0, 1]  # (node, GPUs): one a node
+    # a whole-GPU job still takes a free GPU beside the shared one
+    mixed = simulate([*jobs[:1], _job(3, 0, dur=1000)], uniform_cluster({"v100": 4}), table,
+                     SimConfig(policy="fifo"))
+    assert [j.first_start for j in mixed.jobs] == [0.0, 0.0]
+
+
 def test_requeue_keeps_progress_charges_overhead_and_frees_gpus(table: ThroughputTable) -> None:
     from dataclasses import replace
 
