@@ -40,6 +40,15 @@ def test_begin_horizon_s_is_read_and_defaults_as_the_cycle_does() -> None:
         from_mapping({"schedd": {"begin_horizon_s": -1}})
 
 
+def test_requeue_overhead_s_is_read_and_defaults_as_the_simulator_does() -> None:
+    from slurm_hase.sim.engine import SimConfig
+
+    assert from_mapping({"schedd": {"requeue_overhead_s": 30}}).requeue_overhead_s == 30.0
+    assert load_config(None).requeue_overhead_s == SimConfig().requeue_overhead_s == 120.0
+    with pytest.raises(ConfigError, match="requeue_overhead_s"):
+        from_mapping({"schedd": {"requeue_overhead_s": -5}})
+
+
 def test_nice_range_fits_slurms_limit_at_the_edge() -> None:
     assert from_mapping({"schedd": {"nice_scale": 21_474}}).nice_scale == 21_474
     assert from_mapping({"schedd": {"nice_scale": 42_949, "nice_zero": 50_000}}).nice_zero == 50_000

@@ -142,3 +142,30 @@ def test_a_second_requeue_asks_again(fixtures_dir: Path) -> None:
     got = est.estimate(replace(JOB, restarts=2), ["t4"])
     assert got is not None and got.runtime_s == {"t4": pytest.approx(60.0)}  # 10 + 30 done
     assert sacct.asked == [["105"], ["105"]]
+
+
+def test_the_estimator_schedd_run_builds_reads_requeued_runs(fixtures_dir: Path, tmp_path: Path) -> None:
+    """`hase schedd run`'s estimator: the shipped model's estimate, scaled by the runs sacct
+    (here the fake backend) gives, with the configured overhead."""
+    import click
+
+    from slurm_hase.cli.schedd_run import build_daemon
+    from slurm_hase.daemon.config import from_mapping
+    from slurm_hase.daemon.fake import FakeBackend
+    from slurm_hase.daemon.loop import WallClock
+    from slurm_hase.daemon.metrics import Metrics
+
+    run = replace(_records(fixtures_dir, "22.05")[0], elapsed_s=1801)  # 1800 s done at 1 s lost
+    backend = FakeBackend()
+    backend.records = [run]
+    cfg = from_mapping({"schedd": {"state_db": str(tmp_path / "s.db"), "requeue_overhead_s": 1}})
+    job = replace(JOB, comment='{"hase":1,"model":"resnet50","bs":64,"iters":100000,"ckpt":1}')
+    with click.Context(click.Command("run")):
+        daemon = build_daemon(cfg, backend, WallClock(), Metrics())
+        assert isinstance(daemon.estimator, ProgressEstimator)
+        whole = daemon.estimator.inner.estimate(job, ["t4", "a100"])
+        left = daemon.estimator.estimate(job, ["t4", "a100"])
+    assert whole is not None and left is not None and whole.checkpoint
+    share = 1 - 1800 / whole.runtime_s["t4"]
+    assert 0 < share < 1
+    assert left.runtime_s == {t: pytest.approx(r * share) for t, r in whole.runtime_s.items()}
