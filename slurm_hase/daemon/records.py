@@ -92,8 +92,11 @@ class RecordBuilder:
                  estimator: RuntimeEstimator, now: float, nice_scale: int, nice_zero: int,
                  reuse: bool, old_pending: Mapping[str, PendingEntry],
                  old_running: Mapping[str, RunningEntry],
-                 mps_units: Mapping[str, int] | None = None, requeue: bool = True) -> None:
+                 mps_units: Mapping[str, int] | None = None, requeue: bool = True,
+                 nodes: Sequence[Node] = ()) -> None:
         self.pools, self.types, self.now = pools, types, now
+        self.nodes = nodes  # read only when a pending job asks for GPU shards (shard_units)
+        self._shard_units: dict[str, float] | None = None
         # whether the admin lets the daemon requeue: an opted-in job is preemptible only then
         # (else the policy would plan rotations the daemon refuses every cycle)
         self.requeue = requeue
@@ -121,7 +124,11 @@ class RecordBuilder:
         same = pe if pe is not None and pe[4] is job and sub is not None else None
         gpu = job.gpu
         if gpu is None:
-            return None, None
+            share = self._shard_share(job, types)
+            if share is None:
+                return None, None
+            job, types, gpu = share
+            same = None
         tkey = same[5] if same is not None else (gpu.gpu_type or job.features or "").lower()
         if job.held or waits_on_other(job.reason):
             return tkey, None
@@ -167,6 +174,37 @@ class RecordBuilder:
             restarts=job.restarts,
         )
         return tkey, (key, est, types, pj, job, tkey)
+
+    def shard_units(self) -> Mapping[str, float]:
+        """GPU type -> the shards of one of its GPUs, the fewest over its usable nodes of one
+        GPU type with shards (node_shards_per_gpu: Slurm spreads a node's shards evenly)."""
+        if self._shard_units is None:
+            out: dict[str, float] = {}
+            for node in self.nodes:
+                held = [t for t, n in node.gpus.items() if n > 0]
+                if node.shard_total <= 0 or len(held) != 1 or not node.usable:
+                    continue
+                per, gtype = node.shard_total / node.gpus[held[0]], held[0].lower()
+                out[gtype] = min(out.get(gtype, per), per)
+            self._shard_units = out
+        return self._shard_units
+
+    def _shard_share(self, job: Job, types: tuple[str, ...]
+                     ) -> tuple[Job, tuple[str, ...], GpuRequest] | None:
+        """A pending job asking for GPU shards as the MPS share of the same part of a GPU
+        (share_on_its_gpus reads a running one so), and the types it may use: those of `types`
+        whose nodes have shards. None: it asks for no shards, or no such type."""
+        if "shard" not in job.tres_per_node and "shard" not in job.tres_per_job:
+            return None
+        shards = requested_shards(job.tres_per_job, job.tres_per_node)
+        units = self.shard_units()
+        usable = tuple(t for t in types if t in units)
+        if shards <= 0 or not usable:
+            return None
+        part = min(shards / min(units[t] for t in usable), 1.0)
+        per_gpu = mps_per_gpu(self.mps_units, None, usable)
+        gpu = GpuRequest(0, None, "node", max(1, round(part * per_gpu)))
+        return replace(job, gpu=gpu), usable, gpu
 
     def _shape(self, job: Job, gpu: GpuRequest, types: tuple[str, ...]) -> tuple[int, float]:
         """gpu_shape, an MPS request read by the units per GPU of the types the job may use."""

@@ -307,15 +307,21 @@ def _plan_nice(dec: Decision, job: Job, rec: OwnedAttrs | None, owned_known: boo
     return target
 
 
+def _asks_shards(job: Job) -> bool:
+    """Whether a job asks for GPU shards (gres/shard; no GPU request of its own)."""
+    return "shard" in job.tres_per_node or "shard" in job.tres_per_job
+
+
 def _plan_features(dec: Decision, job: Job, rec: OwnedAttrs | None, owned_known: bool,
                    cap: Capacity | None, known: set[str],
                    notes: list[tuple[str, str]]) -> str | None:
     if dec.gpu_types is None:
         return None
     if job.gpu is None:
-        notes.append((job.job_id, "no GPU request; constraint left alone"))
-        return None
-    if job.gpu.typed:
+        if not _asks_shards(job):
+            notes.append((job.job_id, "no GPU request; constraint left alone"))
+            return None
+    elif job.gpu.typed:
         notes.append((job.job_id, f"user asked for {job.gpu.gpu_type}; type left alone"))
         return None
     if job.prefer:

@@ -317,7 +317,7 @@ def _build_state(
     reuse = _repeatable(estimator)
     builder = RecordBuilder(pools, types, estimator, now, config.nice_scale, config.nice_zero,
                             reuse, entries, cache.running if cache is not None else {},
-                            mps_units, config.requeue)
+                            mps_units, config.requeue, nodes)
     pending: list[PendingJob] = []
     running: list[RunningJob] = []
     new_r: dict[str, RunningEntry] = {}

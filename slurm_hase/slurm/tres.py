@@ -185,7 +185,7 @@ def gres_shard_count(text: str | None) -> int:
 def requested_shards(tres_per_job: str | None, tres_per_node: str | None) -> int:
     """Shards a job asks for in its TresPerJob / TresPerNode (``gres:shard:4`` on 22.05,
     ``gres/shard:4`` from 23.11), per node where asked per node; 0 if none. gpu_request leaves
-    shards out: the daemon plans whole GPUs and MPS shares only."""
+    shards out (the daemon reads a shard job as an MPS share: records.share_on_its_gpus)."""
     for text in (tres_per_job, tres_per_node):
         shards = gres_shard_count(text)
         if shards:

@@ -146,7 +146,7 @@ class Node:
     gpus_alloc: dict[str, int] = field(default_factory=dict)  # type -> allocated count
     mps_total: int = 0
     mps_alloc: int = 0
-    shard_total: int = 0  # gres/shard of the node (Slurm >= 22.05); the daemon plans no shard job
+    shard_total: int = 0  # gres/shard of the node (Slurm >= 22.05)
     cpus: int = 0
     cpus_alloc: int = 0
     # its Gres has GPUs but its CfgTRES none: AccountingStorageTRES lacks gres/gpu, and then

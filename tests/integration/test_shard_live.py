@@ -8,14 +8,17 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
-from slurm_hase.daemon.cycle import CycleConfig
+from slurm_hase.daemon.cycle import CycleConfig, JobEstimate, run_cycle
+from slurm_hase.daemon.loop import WallClock
 from slurm_hase.daemon.state import build_state
 from slurm_hase.errors import HaseError
+from slurm_hase.policy.registry import make_policy
+from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.localcluster.manager import LocalCluster
 from slurm_hase.slurm.runner import SubprocessRunner
@@ -113,3 +116,27 @@ def test_gpus_shards_hold_are_busy_and_shard_jobs_hold_their_part(
     assert (state.pools["a100"].total_gpus, state.pools["a100"].free_gpus) == (4, 1)
     assert sorted(r.gpu_fraction for r in state.running) == [0.5, 0.5, 0.75, 1.0]
     assert {r.account for r in state.running} == {"teama"}
+
+
+class _Minutes:
+    def estimate(self, job: Job, types: Sequence[str]) -> JobEstimate | None:
+        return JobEstimate({t: 600.0 for t in types}) if job.name == "plan-shard" else None
+
+
+def test_a_pending_shard_job_gets_the_type_with_shards(shard_cluster: LocalCluster) -> None:
+    """The daemon's cycle constrains a pending shard:4 job to a100, the one type whose nodes
+    have shards, and Slurm takes the update; before session 44 the daemon left shard jobs out
+    (no record, no plan)."""
+    backend = CommandBackend(SubprocessRunner(shard_cluster.env))
+    jid = backend.submit(["--parsable", "-o", "/dev/null", "-J", "plan-shard", "-A", "teama",
+                          "--gres=shard:4", "--begin=now+3600", "-t", "5", "--wrap", "true"])
+    try:
+        res = run_cycle(backend, make_policy("hase"), _Minutes(), WallClock(),
+                        UsageLedger(3600.0), {}, CycleConfig(), owned={})
+        after = backend.job(jid)
+    finally:
+        with contextlib.suppress(HaseError):
+            backend.cancel(jid)
+    assert res.errors == []
+    assert dict(res.applied)[jid].features == "a100", res.applied
+    assert after.features == "a100" and after.tres_per_node.endswith("shard:4")

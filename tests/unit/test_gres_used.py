@@ -10,15 +10,17 @@ and 1 whole GPU, v100-1 mps:50.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from slurm_hase.daemon.cycle import CycleConfig
+from slurm_hase.daemon.cycle import CycleConfig, JobEstimate
 from slurm_hase.daemon.records import share_on_its_gpus
 from slurm_hase.daemon.state import build_state
 from slurm_hase.policy.hase import Timeline
+from slurm_hase.policy.registry import make_policy
 from slurm_hase.policy.types import ClusterState
 from slurm_hase.slurm.gres_used import gpus_in_use
 from slurm_hase.slurm.parse_json import parse_squeue_json
@@ -148,3 +150,61 @@ def test_share_on_its_gpus_reads_shards_in_the_types_mps_units() -> None:
     got = share_on_its_gpus(job, {"n1": NODE}, {"a100": 200})
     assert got is not None
     assert (got.alloc_gpus, got.gpu) == ({"a100": 1}, GpuRequest(0, None, "node", 150))
+
+
+class _Runtimes:
+    """Every job 600 s on every type it may use; the types it was asked about are kept."""
+
+    def __init__(self) -> None:
+        self.asked: dict[str, tuple[str, ...]] = {}
+
+    def estimate(self, job: Job, types: Sequence[str]) -> JobEstimate:
+        self.asked[job.job_id] = tuple(types)
+        return JobEstimate({t: 600.0 for t in types})
+
+
+@pytest.mark.parametrize("v", VERSIONS)
+def test_a_pending_shard_job_is_planned_on_the_types_with_shards(fixtures_dir: Path,
+                                                                 v: str) -> None:
+    """The shard cluster's nodes (a100-1: 32 shards, 8 a GPU; v100-1: MPS only) with its
+    running jobs: a pending shard:4 job is half a GPU that only the A100s can give, and the
+    policy constrains it there; a pending CPU-only job still gets no record."""
+    jobs = parse_squeue_json(_text(fixtures_dir, v, "shard-squeue-gres-used.json"))
+    nodes = parse_scontrol_nodes(_text(fixtures_dir, v, "shard-scontrol-show-node-gres-used.txt"))
+    now = max(j.start_time or 0 for j in jobs) + 10.0
+    base = Job(job_id="900", name="wants-shards", user="root", account="teamb", partition="gpu",
+               state=JobState.PENDING, submit_time=int(now) - 60,
+               tres_per_node="gres/shard:4" if v == "24.11" else "gres:shard:4")
+    cpu = replace(base, job_id="901", tres_per_node="")
+    est = _Runtimes()
+    state = build_state([*jobs, base, cpu], nodes, est, {}, {}, now, CycleConfig())
+    (pj,) = [p for p in state.pending]
+    assert (pj.job_id, pj.num_gpus, pj.gpu_fraction, set(pj.runtime_s)) == ("900", 1, 0.5,
+                                                                            {"a100"})
+    assert est.asked["900"] == ("a100",) and "901" not in est.asked
+    decision = {d.job_id: d for d in make_policy("hase").decide(state)}["900"]
+    assert decision.gpu_types == ("a100",)
+
+
+def test_the_cycle_constrains_a_pending_shard_job_and_leaves_a_cpu_job() -> None:
+    from slurm_hase.daemon.cycle import run_cycle
+    from slurm_hase.daemon.fake import FakeBackend
+    from slurm_hase.policy.usage import UsageLedger
+
+    nodes = [Node("a100-1", "IDLE", features=("a100",), partitions=("gpu",), gpus={"a100": 4},
+                  shard_total=32),
+             Node("v100-1", "IDLE", features=("v100",), partitions=("gpu",), gpus={"v100": 4},
+                  mps_total=400)]
+    shard = Job(job_id="7", name="s", user="u", account="a", partition="gpu",
+                state=JobState.PENDING, submit_time=100, tres_per_node="gres:shard:4")
+    cpu = replace(shard, job_id="8", tres_per_node="")
+    backend = FakeBackend([shard, cpu], nodes)
+
+    class Clock:
+        def now(self) -> float:
+            return 1000.0
+
+    res = run_cycle(backend, make_policy("hase"), _Runtimes(), Clock(), UsageLedger(3600.0),
+                    {}, CycleConfig(), owned={})
+    assert res.errors == [] and [(j, u.features) for j, u in res.applied] == [("7", "a100")]
+    assert {j.job_id: j.features for j in backend.jobs()} == {"7": "a100", "8": ""}
