@@ -14,7 +14,7 @@ from typing import Protocol
 
 from slurm_hase.policy.types import GpuPool, PendingJob, RunningJob
 from slurm_hase.slurm import hostlist
-from slurm_hase.slurm.tres import requested_shards
+from slurm_hase.slurm.tres import asks_shards, node_shards_per_gpu, requested_shards
 from slurm_hase.slurm.types import GpuRequest, Job, Node
 
 DEFAULT_RUNTIME_S = 3600.0  # expected remaining time of a running job we know nothing about
@@ -179,12 +179,11 @@ class RecordBuilder:
         """GPU type -> the shards of one of its GPUs, the fewest over its usable nodes of one
         GPU type with shards (node_shards_per_gpu: Slurm spreads a node's shards evenly)."""
         if self._shard_units is None:
+            one_type = {n.name: n for n in self.nodes
+                        if n.usable and sum(1 for c in n.gpus.values() if c > 0) == 1}
             out: dict[str, float] = {}
-            for node in self.nodes:
-                held = [t for t, n in node.gpus.items() if n > 0]
-                if node.shard_total <= 0 or len(held) != 1 or not node.usable:
-                    continue
-                per, gtype = node.shard_total / node.gpus[held[0]], held[0].lower()
+            for name, per in node_shards_per_gpu(one_type.values()).items():
+                gtype = next(t for t, c in one_type[name].gpus.items() if c > 0).lower()
                 out[gtype] = min(out.get(gtype, per), per)
             self._shard_units = out
         return self._shard_units
@@ -194,16 +193,15 @@ class RecordBuilder:
         """A pending job asking for GPU shards as the MPS share of the same part of a GPU
         (share_on_its_gpus reads a running one so), and the types it may use: those of `types`
         whose nodes have shards. None: it asks for no shards, or no such type."""
-        if "shard" not in job.tres_per_node and "shard" not in job.tres_per_job:
+        if not asks_shards(job.tres_per_job, job.tres_per_node):
             return None
         shards = requested_shards(job.tres_per_job, job.tres_per_node)
         units = self.shard_units()
         usable = tuple(t for t in types if t in units)
         if shards <= 0 or not usable:
             return None
-        part = min(shards / min(units[t] for t in usable), 1.0)
-        per_gpu = mps_per_gpu(self.mps_units, None, usable)
-        gpu = GpuRequest(0, None, "node", max(1, round(part * per_gpu)))
+        gpu = shard_request(shards, min(units[t] for t in usable),
+                            mps_per_gpu(self.mps_units, None, usable))
         return replace(job, gpu=gpu), usable, gpu
 
     def _shape(self, job: Job, gpu: GpuRequest, types: tuple[str, ...]) -> tuple[int, float]:
@@ -320,8 +318,14 @@ def running_record(job: Job, pools: Mapping[str, GpuPool], est: JobEstimate | No
 def shares_a_gpu(job: Job) -> bool:
     """Whether a job asks for part of a GPU: an MPS share or GPU shards."""
     gpu = job.gpu
-    return ((gpu is not None and gpu.mps > 0)
-            or "shard" in job.tres_per_node or "shard" in job.tres_per_job)
+    return (gpu is not None and gpu.mps > 0) or asks_shards(job.tres_per_job, job.tres_per_node)
+
+
+def shard_request(shards: int, shards_per_gpu: float, mps_per_gpu: int) -> GpuRequest:
+    """The MPS request of the same part of one GPU as `shards` of its `shards_per_gpu` (at
+    most the whole GPU), in `mps_per_gpu` units: how the daemon reads a shard job."""
+    return GpuRequest(0, None, "node", max(1, round(min(shards / shards_per_gpu, 1.0)
+                                                    * mps_per_gpu)))
 
 
 def share_on_its_gpus(job: Job, nodes: Mapping[str, Node],
@@ -340,9 +344,8 @@ def share_on_its_gpus(job: Job, nodes: Mapping[str, Node],
     gpu = job.gpu
     if gpu is None or gpu.mps <= 0:
         shards = requested_shards(job.tres_per_job, job.tres_per_node)
-        per_gpu = node.shard_total / node.gpus[gtype]
+        per_gpu = node_shards_per_gpu([node]).get(node.name, 0.0)
         if shards <= 0 or per_gpu <= 0:
             return None
-        units = mps_units.get(gtype.lower(), MPS_PER_GPU)
-        gpu = GpuRequest(0, None, "node", max(1, round(min(shards / per_gpu, 1.0) * units)))
+        gpu = shard_request(shards, per_gpu, mps_units.get(gtype.lower(), MPS_PER_GPU))
     return replace(job, alloc_gpus={gtype: len(names)}, gpu=gpu)

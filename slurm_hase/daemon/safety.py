@@ -22,6 +22,7 @@ from slurm_hase.errors import DescriptorError
 from slurm_hase.policy.common import NICE_MAX
 from slurm_hase.policy.types import Decision
 from slurm_hase.predict.descriptor import WorkloadDescriptor
+from slurm_hase.slurm.tres import asks_shards
 from slurm_hase.slurm.types import Job, JobState, JobUpdate, Node
 
 _SIMPLE_OR = re.compile(r"^[A-Za-z0-9_.\-]+(\|[A-Za-z0-9_.\-]+)*$")
@@ -307,18 +308,13 @@ def _plan_nice(dec: Decision, job: Job, rec: OwnedAttrs | None, owned_known: boo
     return target
 
 
-def _asks_shards(job: Job) -> bool:
-    """Whether a job asks for GPU shards (gres/shard; no GPU request of its own)."""
-    return "shard" in job.tres_per_node or "shard" in job.tres_per_job
-
-
 def _plan_features(dec: Decision, job: Job, rec: OwnedAttrs | None, owned_known: bool,
                    cap: Capacity | None, known: set[str],
                    notes: list[tuple[str, str]]) -> str | None:
     if dec.gpu_types is None:
         return None
     if job.gpu is None:
-        if not _asks_shards(job):
+        if not asks_shards(job.tres_per_job, job.tres_per_node):
             notes.append((job.job_id, "no GPU request; constraint left alone"))
             return None
     elif job.gpu.typed:

@@ -182,6 +182,12 @@ def gres_shard_count(text: str | None) -> int:
     return sum(item.count for item in parse_gres(text) if item.name == "shard")
 
 
+def asks_shards(tres_per_job: str, tres_per_node: str) -> bool:
+    """Whether a job's TresPerJob / TresPerNode ask for GPU shards (a quick test of the text;
+    requested_shards counts them)."""
+    return "shard" in tres_per_node or "shard" in tres_per_job
+
+
 def requested_shards(tres_per_job: str | None, tres_per_node: str | None) -> int:
     """Shards a job asks for in its TresPerJob / TresPerNode (``gres:shard:4`` on 22.05,
     ``gres/shard:4`` from 23.11), per node where asked per node; 0 if none. gpu_request leaves
