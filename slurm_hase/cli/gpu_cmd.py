@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 
 import click
 
-from slurm_hase.errors import ConfigError
+from slurm_hase.errors import ConfigError, SlurmError
 from slurm_hase.mps import probe as probe_mod
 from slurm_hase.mps.render import (
     FAILURE_POLICIES,
@@ -126,6 +127,63 @@ def render_cmd(out_dir: Path, on_failure: str, pipe_dir: str, log_dir: str, mps_
     for kind, path in write_scripts(config, out_dir).items():
         click.echo(f"{kind}: {path}")
     click.echo(f"plugstack.conf line (same directories as the scripts): {plugstack_line(config)}")
+
+
+@mps.command(name="sweep")
+@click.option("--scripts", "scripts_dir", required=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="The directory `hase gpu mps render --out` wrote (its epilog and pipe_dir).")
+@click.option("--node", default=None,
+              help="This node's Slurm NodeName (default: this host's short name).")
+@click.option("--min-age", "min_age_s", type=click.FloatRange(min=0), default=600.0,
+              show_default=True,
+              help="Keep pipe directories younger than this many seconds (a prolog may be "
+                   "starting them).")
+@click.option("--dry-run", is_flag=True, help="Say what would be stopped; stop nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of lines.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=60.0,
+              show_default=True, help="Seconds to wait for squeue.")
+def sweep_cmd(scripts_dir: Path, node: str | None, min_age_s: float, dry_run: bool,
+              as_json: bool, timeout_s: float) -> None:
+    """Stop MPS daemons of jobs that no longer run on this node (run as root on the node).
+
+    The epilog stops a job's daemon when the job ends; if it never ran or did not finish
+    (slurmd restarted, an epilog timeout), the daemon keeps its GPU. This lists the job ids
+    under the scripts' pipe_dir (directories, and processes started with one), asks squeue
+    which of them still run here, and runs the rendered epilog for each of the others. If
+    squeue fails, nothing is stopped. Exit 1 when a daemon could not be stopped.
+
+    \b
+    Examples:
+      hase gpu mps sweep --scripts /etc/slurm/hase --dry-run
+      hase gpu mps sweep --scripts /etc/slurm/hase --node gpu-a100-01 --json
+      (docs/mps.md: run it from a systemd timer, or after slurmd crashed)
+    """
+    from slurm_hase.cli.slurm_env import check_slurm_conf
+    from slurm_hase.mps.sweep import read_setup, sweep
+    from slurm_hase.slurm.command_backend import CommandBackend
+    from slurm_hase.slurm.runner import SubprocessRunner
+
+    setup = read_setup(scripts_dir)
+    check_slurm_conf(os.environ)
+    name = node or socket.gethostname().split(".")[0]
+    runner = SubprocessRunner()
+    try:
+        report = sweep(setup, name, CommandBackend(runner, timeout_s=timeout_s), runner,
+                       min_age_s=min_age_s, dry_run=dry_run)
+    except SlurmError as exc:
+        raise SlurmError(f"cannot ask Slurm which jobs run on {name}: {exc}; nothing was "
+                         "stopped") from exc
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2))
+    elif not report.outcomes:
+        click.echo(f"{name}: nothing under {report.pipe_base}")
+    for o in [] if as_json else report.outcomes:
+        where = o.directory or "no directory"
+        pids = f", processes {' '.join(map(str, o.pids))}" if o.pids else ""
+        click.echo(f"job {o.job_id}: {o.action} ({o.reason}; {where}{pids})")
+    if report.failed:
+        raise click.exceptions.Exit(1)
 
 
 gpu.add_command(mps)
