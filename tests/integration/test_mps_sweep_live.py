@@ -6,7 +6,6 @@ down nothing is stopped."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.localcluster.manager import LocalCluster
 from slurm_hase.slurm.types import JobState
+from tests.integration.ctld import slurmctld_stopped
 from tests.integration.test_adapter_live import live, submit, wait_for
 from tests.integration.test_report_live import _hase
 from tests.unit.test_mps_scripts import _alive, _scripts, node
@@ -81,8 +81,7 @@ def test_sweep_with_slurmctld_down_stops_nothing(
         node: dict[str, Path], local_cluster: LocalCluster, slurm_env: dict[str, str]) -> None:
     scripts = _scripts(node)
     pids = _start(node, scripts, NEVER)
-    local_cluster.stop_service("slurmctld")
-    try:
+    with slurmctld_stopped(local_cluster):
         res = _hase(_sweep_env(node, slurm_env), "gpu", "mps", "sweep", "--scripts",
                     str(scripts["epilog"].parent), "--node", "a100-1", "--min-age", "0",
                     "--timeout", "20")
@@ -90,9 +89,3 @@ def test_sweep_with_slurmctld_down_stops_nothing(
         assert "hase: error: cannot ask Slurm which jobs run on a100-1: scontrol" in res.stderr
         assert "nothing was stopped" in res.stderr, res.stderr
         assert _alive(pids[NEVER]) and (node["pipe"] / NEVER / "control").exists()
-    finally:
-        local_cluster.start_slurmctld()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not local_cluster.status().ready:
-            time.sleep(0.5)
-    assert local_cluster.status().ready

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from slurm_hase.errors import SlurmError, SlurmUnavailableError
 from slurm_hase.reports.window import stamp
 from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.localcluster.manager import LocalCluster
+from tests.integration.ctld import slurmctld_stopped
 from tests.integration.test_adapter_live import QUIET, wait_for
 from tests.integration.test_preflight_live import _run as _schedd
 from tests.integration.test_report_live import _hase
@@ -101,8 +101,7 @@ def test_shares_with_slurmctld_down(local_cluster: LocalCluster, slurm_env: dict
                                     slurm_backend: CommandBackend) -> None:
     """slurmctld down (no ClusterName to ask): slurmdbd still gives the shares while it holds
     one cluster; with two, a SlurmError says to name one, and naming it works."""
-    local_cluster.stop_service("slurmctld")
-    try:
+    with slurmctld_stopped(local_cluster):
         down = CommandBackend(slurm_backend.runner)
         with pytest.raises(SlurmUnavailableError):
             down.cluster_name()
@@ -114,12 +113,6 @@ def test_shares_with_slurmctld_down(local_cluster: LocalCluster, slurm_env: dict
             assert down.account_shares("hase") == {"teama": 60.0, "teamb": 40.0, "root": 1.0}
         finally:
             _sacctmgr(slurm_env, "delete", "cluster", OTHER)
-    finally:
-        local_cluster.start_slurmctld()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not local_cluster.status().ready:
-            time.sleep(0.5)
-    assert local_cluster.status().ready
 
 
 def test_a_user_whose_share_is_parent(slurm_backend: CommandBackend,
