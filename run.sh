@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 VENV=${HASE_VENV:-.venv}
-APT_PACKAGES="slurm-wlm slurmdbd munge mariadb-server mariadb-client libslurm-dev gcc libc6-dev make python3-venv python3-dev shellcheck tzdata"
+APT_PACKAGES="slurm-wlm slurmdbd munge mariadb-server mariadb-client libslurm-dev gcc libc6-dev make python3-venv python3-dev shellcheck systemd tzdata"
 
 log() { printf '\n==> %s\n' "$*" >&2; }
 

@@ -18,6 +18,7 @@ from slurm_hase.mps.render import (
     plugstack_line,
     write_scripts,
 )
+from slurm_hase.mps.units import MAX_EVERY_MIN, render_units, write_units
 
 # MpsConfig field -> the `hase gpu mps render` option that sets it (errors name the option)
 RENDER_OPTIONS = {
@@ -106,11 +107,18 @@ def mps() -> None:
               help="Whether the epilog keeps the job's MPS log directory.")
 @click.option("--plugin", default=MpsConfig.plugin, show_default=True,
               help="Path of hase_mps.so on the nodes, for the plugstack.conf line.")
+@click.option("--sweep-every", "sweep_every_min", type=click.IntRange(1, MAX_EVERY_MIN),
+              default=15, show_default=True,
+              help="Minutes between runs of the hase-mps-sweep.timer written beside the scripts.")
+@click.option("--hase", "hase_path", default=None,
+              help="Absolute path of `hase` on the nodes, for the sweep service (default: the "
+                   "one running now).")
 def render_cmd(out_dir: Path, on_failure: str, pipe_dir: str, log_dir: str, mps_control: str,
                log_file: str, no_syslog: bool, start_timeout_s: int, keep_logs: bool,
-               plugin: str) -> None:
-    """Render the MPS prolog/epilog scripts for slurm.conf Prolog=/Epilog=, and the matching
-    plugstack.conf line (printed, and written as hase-mps-plugstack.conf).
+               plugin: str, sweep_every_min: int, hase_path: str | None) -> None:
+    """Render the MPS prolog/epilog scripts for slurm.conf Prolog=/Epilog=, the matching
+    plugstack.conf line (printed, and written as hase-mps-plugstack.conf), and a systemd
+    service + timer that run `hase gpu mps sweep` (SLURM_CONF as set now, if set).
 
     \b
     Examples:
@@ -124,8 +132,13 @@ def render_cmd(out_dir: Path, on_failure: str, pipe_dir: str, log_dir: str, mps_
                            start_timeout_s=start_timeout_s, keep_logs=keep_logs, plugin=plugin)
     except MpsConfigError as exc:
         raise ConfigError(exc.worded(RENDER_OPTIONS)) from None
-    for kind, path in write_scripts(config, out_dir).items():
+    units = render_units(out_dir, every_min=sweep_every_min, hase=hase_path,
+                         slurm_conf=os.environ.get("SLURM_CONF") or None)
+    written = {**write_scripts(config, out_dir), **write_units(out_dir, units)}
+    for kind, path in written.items():
         click.echo(f"{kind}: {path}")
+    click.echo(f"sweep timer: systemctl link {written['sweep-service']} {written['sweep-timer']}"
+               " && systemctl enable --now hase-mps-sweep.timer")
     click.echo(f"plugstack.conf line (same directories as the scripts): {plugstack_line(config)}")
 
 

@@ -6,11 +6,16 @@ down nothing is stopped."""
 from __future__ import annotations
 
 import json
+import shlex
+import socket
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from slurm_hase.mps.units import render_units, write_units
 from slurm_hase.slurm.command_backend import CommandBackend
 from slurm_hase.slurm.localcluster.manager import LocalCluster
 from slurm_hase.slurm.types import JobState
@@ -24,6 +29,7 @@ pytestmark = pytest.mark.slurm
 __all__ = ["node", "submit"]  # the fixtures, used by name
 
 NEVER = "999999"  # a job id this cluster has not reached
+HASE = str(Path(sys.executable).with_name("hase"))
 
 
 def _running(backend: CommandBackend, job_id: str, where: str) -> bool | None:
@@ -89,3 +95,24 @@ def test_sweep_with_slurmctld_down_stops_nothing(
         assert "hase: error: cannot ask Slurm which jobs run on a100-1: scontrol" in res.stderr
         assert "nothing was stopped" in res.stderr, res.stderr
         assert _alive(pids[NEVER]) and (node["pipe"] / NEVER / "control").exists()
+
+
+def test_the_rendered_timer_service_runs_the_sweep(
+        node: dict[str, Path], slurm_env: dict[str, str]) -> None:
+    """The command in hase-mps-sweep.service (systemd's quoting undone) sweeps the scripts'
+    folder against the real squeue; as written, on this host, whose name is no NodeName of the
+    local cluster, it refuses to guess."""
+    scripts = _scripts(node)
+    folder = scripts["epilog"].parent
+    service = write_units(folder, render_units(folder, hase=HASE))["sweep-service"]
+    (line,) = [x for x in service.read_text().splitlines() if x.startswith("ExecStart=")]
+    argv = shlex.split(line.removeprefix("ExecStart="))
+    pids = _start(node, scripts, NEVER)
+    env = _sweep_env(node, slurm_env)
+    res = subprocess.run([*argv, "--node", "a100-1", "--min-age", "0"], env=env,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 0, res.stderr
+    assert f"job {NEVER}: stopped" in res.stdout and not _alive(pids[NEVER])
+    host = socket.gethostname().split(".")[0]
+    res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 2 and f"node {host!r} is not a node of this Slurm cluster" in res.stderr
