@@ -19,10 +19,11 @@ BIN = Path(sys.executable).parent  # the venv's console scripts
 
 
 @contextlib.contextmanager
-def side_cluster(local_cluster: LocalCluster, spec: str, suffix: str) -> Iterator[LocalCluster]:
-    """The cluster of SPECS/`spec`, up while in the block (the default one stays up beside it),
-    in a folder beside the default one's named with `suffix` (MariaDB, running as mysql, must
-    be able to enter it)."""
+def side_cluster(local_cluster: LocalCluster, spec: str | Path,
+                 suffix: str) -> Iterator[LocalCluster]:
+    """The cluster of SPECS/`spec` (or of the spec file `spec` names), up while in the block (the
+    default one stays up beside it), in a folder beside the default one's named with `suffix`
+    (MariaDB, running as mysql, must be able to enter it)."""
     folder = local_cluster.paths.root.parent / f"{local_cluster.paths.root.name}-{suffix}"
     cluster = LocalCluster(load_spec(SPECS / spec), cluster_paths(folder))
     try:

@@ -130,3 +130,45 @@ def test_a_spec_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
     bad.write_bytes(b"name = \"\xff\"\n")
     with pytest.raises(ConfigError, match=r"c_bin.toml: not UTF-8 text \(byte 0xff at offset 8\)"):
         load_spec(bad)
+
+
+def test_prolog_and_epilog_go_into_slurm_conf(tmp_path: Path) -> None:
+    spec = parse_spec({"nodes": [GROUP], "prolog": "/etc/hase/p.sh", "epilog": "/etc/hase/e.sh"})
+    conf = render_configs(spec, ClusterPaths(tmp_path), db_password="x",
+                          cgroup_plugin="autodetect")["slurm.conf"]
+    assert "\nProlog=/etc/hase/p.sh\nEpilog=/etc/hase/e.sh\n" in conf
+    plain = render_configs(parse_spec({"nodes": [GROUP]}), ClusterPaths(tmp_path), db_password="x",
+                           cgroup_plugin="autodetect")["slurm.conf"]
+    assert "Prolog=" not in plain and "Epilog=" not in plain
+
+
+@pytest.mark.parametrize("value", ["p.sh", "/etc/my prolog.sh", 3])
+def test_a_bad_prolog_is_refused(value: object) -> None:
+    with pytest.raises(ConfigError, match=r"c.toml.prolog: expected"):
+        parse_spec({"nodes": [GROUP], "prolog": value}, "c.toml")
+
+
+def test_gpu_device_nodes_are_character_devices(tmp_path: Path) -> None:
+    """Slurm reads a char device node as a GPU (a regular file it hands to no job); an existing
+    regular file is replaced, and an existing node kept."""
+    import os
+    import stat
+
+    from slurm_hase.slurm.localcluster.paths import NVIDIA_MAJOR, make_gpu_device
+
+    plain, node = tmp_path / "n-nvidia0", tmp_path / "n-nvidia3"
+    make_gpu_device(plain, 0, False)
+    assert plain.is_file() and plain.stat().st_size == 0
+    if os.geteuid() != 0:
+        pytest.skip("mknod needs root")
+    node.write_text("")
+    make_gpu_device(node, 3, True)
+    st = node.stat()
+    assert stat.S_ISCHR(st.st_mode) and (os.major(st.st_rdev), os.minor(st.st_rdev)) == (NVIDIA_MAJOR, 3)
+    inode = st.st_ino
+    make_gpu_device(node, 3, True)
+    assert node.stat().st_ino == inode
+    assert parse_spec({"nodes": [GROUP], "gpu_device_nodes": True}).gpu_device_nodes
+    assert not parse_spec({"nodes": [GROUP]}).gpu_device_nodes
+    with pytest.raises(ConfigError, match="gpu_device_nodes: expected bool"):
+        parse_spec({"nodes": [GROUP], "gpu_device_nodes": "yes"})

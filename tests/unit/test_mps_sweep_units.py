@@ -95,3 +95,20 @@ def test_render_refuses_a_bad_interval_before_writing(tmp_path: Path,
                                capsys)
     assert code == 2 and "--sweep-every" in err
     assert not out.exists()
+
+
+def test_the_schedd_unit_verifies_too(tmp_path: Path) -> None:
+    """hase-schedd.service, with a config path systemd must unquote (a space, `%`, `$`)."""
+    from slurm_hase.daemon.unit import render_unit
+
+    config = tmp_path / "my 100% $conf.toml"
+    config.write_text("")
+    unit = tmp_path / "hase-schedd.service"
+    unit.write_text(render_unit(config_path=str(config), exec_start=HASE, user="root",
+                                slurm_conf="/etc/slurm/slurm.conf"))
+    res = _verify([unit])
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    (line,) = [x for x in unit.read_text().splitlines() if x.startswith("ExecStart=")]
+    # systemd undoes `%%` and `$$`; shlex undoes the quotes
+    words = shlex.split(line.removeprefix("ExecStart=").replace("%%", "%").replace("$$", "$"))
+    assert words == [HASE, "schedd", "run", "--config", str(config)]

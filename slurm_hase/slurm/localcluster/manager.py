@@ -17,6 +17,7 @@ from slurm_hase.slurm.localcluster.paths import (
     DEFAULT_DIR,
     ClusterPaths,
     check_enterable,
+    make_gpu_device,
     root_problem,
     write_private,
 )
@@ -229,7 +230,8 @@ class LocalCluster:
         for group in self.spec.node_groups:
             for node in group.names:
                 for i in range(group.gpus):
-                    (self.paths.dev / f"{node}-nvidia{i}").touch()
+                    make_gpu_device(self.paths.dev / f"{node}-nvidia{i}", i,
+                                    self.spec.gpu_device_nodes)
 
     def _check_saved_state(self) -> None:
         """Refuse a folder whose saved state this host's Slurm or MariaDB cannot read."""

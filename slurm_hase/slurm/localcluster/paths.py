@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,3 +124,24 @@ def check_enterable(root: Path) -> None:
                 f"{folder} (mode {mode & 0o777:04o}) cannot be entered by other users, and "
                 f"MariaDB runs as mysql under {root}: chmod o+x {folder}, or choose a --dir "
                 "(HASE_CLUSTER_DIR) outside it")
+
+
+NVIDIA_MAJOR = 195  # the character-device major number of /dev/nvidiaN
+
+
+def make_gpu_device(path: Path, minor: int, device_node: bool) -> None:
+    """A fake GPU's file for gres.conf's File=: an empty regular file, or (`device_node`) a
+    character device node like /dev/nvidia<minor>, which Slurm then reads as a GPU: it sets
+    CUDA_VISIBLE_DEVICES and SLURM_JOB_GPUS for the job's prolog, epilog and tasks, as on a real
+    GPU node (it leaves both out for regular files). Nothing opens the node."""
+    if not device_node:
+        path.touch()
+        return
+    try:
+        if path.is_char_device():
+            return
+        path.unlink(missing_ok=True)
+        os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, minor))
+    except OSError as exc:
+        raise ClusterError(f"cannot make the fake GPU device node {path} ({exc.strerror or exc}):"
+                           " gpu_device_nodes needs root with CAP_MKNOD") from None

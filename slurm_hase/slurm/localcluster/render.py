@@ -41,8 +41,6 @@ def render_configs(
     db_password: str,
     cgroup_plugin: str,
     spank_plugin: str | None = None,
-    prolog: str | None = None,
-    epilog: str | None = None,
 ) -> dict[str, str]:
     """File name (under etc/) -> rendered text."""
     env = environment()
@@ -50,7 +48,7 @@ def render_configs(
     context = {
         "spec": spec, "paths": paths, "ports": ports, "db_password": db_password,
         "cgroup_plugin": cgroup_plugin, "spank_plugin": spank_plugin,
-        "prolog": prolog, "epilog": epilog,
+        "prolog": spec.prolog, "epilog": spec.epilog,
     }
     names = ["slurm.conf", "gres.conf", "slurmdbd.conf", "cgroup.conf", "plugstack.conf",
              "mariadb.cnf"]

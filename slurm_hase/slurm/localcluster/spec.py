@@ -20,7 +20,8 @@ from slurm_hase.slurm import hostlist
 
 # Keys of each table (the simulator's cluster files read the same ones, plus a node group's
 # `count`); `billing` (top level) is read by the simulator only.
-TOP_KEYS = ("name", "port_base", "slurmd_port_base", "nodes", "partitions", "accounts", "billing")
+TOP_KEYS = ("name", "port_base", "slurmd_port_base", "nodes", "partitions", "accounts", "billing",
+            "prolog", "epilog", "gpu_device_nodes")
 # a GPU type as Slurm's GRES type: a plain name, or a MIG instance's (predict/mig.py)
 _GPU_TYPE = re.compile(r"[a-z][a-z0-9_]*(?:_\d+g\.\d+gb)?")
 _FEATURE = re.compile(r"[A-Za-z0-9_.]+")
@@ -73,6 +74,12 @@ class ClusterSpec:
     node_groups: tuple[NodeGroup, ...]
     partitions: tuple[PartitionSpec, ...]
     accounts: tuple[AccountSpec, ...]
+    # slurm.conf Prolog=/Epilog= (absolute paths; e.g. the MPS scripts in a live test)
+    prolog: str | None = None
+    epilog: str | None = None
+    # fake GPUs as character device nodes, which Slurm hands to prologs and tasks as GPUs
+    # (CUDA_VISIBLE_DEVICES, SLURM_JOB_GPUS); False: empty regular files, which it does not
+    gpu_device_nodes: bool = False
 
     @property
     def node_names(self) -> list[str]:
@@ -225,7 +232,21 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>") -> ClusterSpec:
             shares=_positive(_field(raw, "shares", int, where, 1), f"{where}.shares"),
             users=tuple(str(u) for u in users),
         ))
-    return ClusterSpec(name, port_base, slurmd_base, groups, tuple(partitions), tuple(accounts))
+    scripts = {key: _script(data, key, source) for key in ("prolog", "epilog")}
+    return ClusterSpec(name, port_base, slurmd_base, groups, tuple(partitions), tuple(accounts),
+                       **scripts, gpu_device_nodes=_field(data, "gpu_device_nodes", bool, source,
+                                                          False))
+
+
+def _script(data: Mapping[str, Any], key: str, source: str) -> str | None:
+    """An absolute path without whitespace (slurm.conf reads one word), or None."""
+    if key not in data:
+        return None
+    value: str = _field(data, key, str, source)
+    if not value.startswith("/") or any(c.isspace() for c in value):
+        raise ConfigError(f"{source}.{key}: expected an absolute path without whitespace, "
+                          f"got {value!r}")
+    return value
 
 
 def load_spec(path: str | Path | None = None) -> ClusterSpec:
