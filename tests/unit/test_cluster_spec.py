@@ -168,7 +168,7 @@ def test_gpu_device_nodes_are_character_devices(tmp_path: Path) -> None:
     inode = st.st_ino
     make_gpu_device(node, 3, True)
     assert node.stat().st_ino == inode
-    assert parse_spec({"nodes": [GROUP], "gpu_device_nodes": True}).gpu_device_nodes
-    assert not parse_spec({"nodes": [GROUP]}).gpu_device_nodes
+    assert parse_spec({"nodes": [GROUP]}).gpu_device_nodes  # the default
+    assert not parse_spec({"nodes": [GROUP], "gpu_device_nodes": False}).gpu_device_nodes
     with pytest.raises(ConfigError, match="gpu_device_nodes: expected bool"):
         parse_spec({"nodes": [GROUP], "gpu_device_nodes": "yes"})

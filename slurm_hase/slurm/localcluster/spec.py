@@ -79,7 +79,7 @@ class ClusterSpec:
     epilog: str | None = None
     # fake GPUs as character device nodes, which Slurm hands to prologs and tasks as GPUs
     # (CUDA_VISIBLE_DEVICES, SLURM_JOB_GPUS); False: empty regular files, which it does not
-    gpu_device_nodes: bool = False
+    gpu_device_nodes: bool = True
 
     @property
     def node_names(self) -> list[str]:
@@ -235,7 +235,7 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>") -> ClusterSpec:
     scripts = {key: _script(data, key, source) for key in ("prolog", "epilog")}
     return ClusterSpec(name, port_base, slurmd_base, groups, tuple(partitions), tuple(accounts),
                        **scripts, gpu_device_nodes=_field(data, "gpu_device_nodes", bool, source,
-                                                          False))
+                                                          True))
 
 
 def _script(data: Mapping[str, Any], key: str, source: str) -> str | None:
