@@ -45,7 +45,8 @@ def daemon_docs() -> Path | None:
     return next((d / "daemon.md" for d in docs_dirs() if (d / "daemon.md").is_file()), None)
 
 
-def _plain(name: str, value: str) -> str:
+def plain_value(name: str, value: str) -> str:
+    """`value` when it fits one line of a unit file; ConfigError naming `name` otherwise."""
     if not value or value != value.strip() or not value.isprintable():  # newlines, tabs, NUL
         raise ConfigError(f"{name}: {value!r} cannot go into a unit file")
     return value
@@ -70,9 +71,15 @@ def environment_assignment(name: str, value: str) -> str:
     return assignment if _BARE.fullmatch(assignment) else _quoted(assignment)
 
 
+def default_hase() -> str:
+    """The `hase` beside this Python (a virtualenv's), else /usr/local/bin/hase."""
+    beside = Path(sys.executable).parent / "hase"
+    return str(beside) if beside.is_file() else "/usr/local/bin/hase"
+
+
 def check_user(user: str) -> str:
     """A user name (or numeric UID) systemd's User= accepts; ConfigError otherwise."""
-    _plain("user", user)
+    plain_value("user", user)
     if user.isdigit() and user.isascii():
         uid = int(user)
         if uid < 2**32 - 1 and uid != 65535:
@@ -85,7 +92,7 @@ def check_user(user: str) -> str:
 
 
 def _exec_path(value: str) -> str:
-    _plain("exec", value)
+    plain_value("exec", value)
     if value[0] in _EXEC_PREFIXES:
         raise ConfigError(f"exec: {value!r} starts with {value[0]!r}, which systemd reads as "
                           "an ExecStart= prefix; give the absolute path of `hase`")
@@ -105,16 +112,15 @@ def render_unit(*, config_path: str, exec_start: str | None = None, user: str = 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(dirs[0])),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              autoescape=False)  # noqa: S701 - a unit file, not HTML
-    beside = Path(sys.executable).parent / "hase"
-    exec_cmd = exec_start or (str(beside) if beside.is_file() else "/usr/local/bin/hase")
+    exec_cmd = exec_start or default_hase()
     docs = daemon_docs()
-    slurm_env = (environment_assignment("SLURM_CONF", _plain("slurm_conf", slurm_conf))
+    slurm_env = (environment_assignment("SLURM_CONF", plain_value("slurm_conf", slurm_conf))
                  if slurm_conf else None)
     return env.get_template(UNIT_TEMPLATE).render(
-        config_path=exec_word(_plain("config", str(Path(config_path).resolve()))),
+        config_path=exec_word(plain_value("config", str(Path(config_path).resolve()))),
         exec_start=exec_word(_exec_path(exec_cmd), executable=True), user=check_user(user),
         slurm_conf_env=slurm_env,
-        state_dir=_plain("state_dir", state_dir) if state_dir else None,
+        state_dir=plain_value("state_dir", state_dir) if state_dir else None,
         docs_path=urllib.parse.quote(str(docs)).replace("%", "%%") if docs else None)
 
 

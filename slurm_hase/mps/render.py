@@ -159,7 +159,8 @@ def template_dirs(extra: Path | None = None) -> list[Path]:
     return dirs
 
 
-def _environment(template_dir: Path | None) -> jinja2.Environment:
+def template_environment(template_dir: Path | None = None) -> jinja2.Environment:
+    """Jinja over the first of template_dirs holding the MPS templates (ConfigError if none)."""
     found = [d for d in template_dirs(template_dir) if (d / TEMPLATES["prolog"]).is_file()]
     if not found:
         searched = ", ".join(str(d) for d in template_dirs(template_dir))
@@ -179,7 +180,7 @@ def render(kind: str, config: MpsConfig, template_dir: Path | None = None, *,
     """Render the "prolog" or "epilog" script text (gpu_info_dir: see GPU_INFO_DIR)."""
     if kind not in TEMPLATES:
         raise ConfigError(f"unknown MPS script {kind!r}; expected prolog or epilog")
-    template = _environment(template_dir).get_template(TEMPLATES[kind])
+    template = template_environment(template_dir).get_template(TEMPLATES[kind])
     values: dict[str, object] = {f.name: getattr(config, f.name) for f in fields(config)}
     values["gpu_info_dir"] = gpu_info_dir
     return template.render(**values)

@@ -3,31 +3,15 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-import jinja2
-
-from slurm_hase.daemon.unit import environment_assignment, exec_word
+from slurm_hase.daemon.unit import default_hase, environment_assignment, exec_word, plain_value
 from slurm_hase.errors import ConfigError
 from slurm_hase.files import replace_whole
-from slurm_hase.mps.render import template_dirs
+from slurm_hase.mps.render import template_environment
 
 UNIT_FILES = {"sweep-service": "hase-mps-sweep.service", "sweep-timer": "hase-mps-sweep.timer"}
 MAX_EVERY_MIN = 24 * 60
-
-
-def _plain(name: str, value: str) -> str:
-    """A value for one line of a unit file."""
-    if not value or not value.isprintable() or value != value.strip():
-        raise ConfigError(f"{name}: {value!r} cannot go into a unit file")
-    return value
-
-
-def default_hase() -> str:
-    """The `hase` beside this Python (a virtualenv's), else /usr/local/bin/hase."""
-    beside = Path(sys.executable).parent / "hase"
-    return str(beside) if beside.is_file() else "/usr/local/bin/hase"
 
 
 def render_units(scripts_dir: Path, *, every_min: int = 15, hase: str | None = None,
@@ -36,25 +20,18 @@ def render_units(scripts_dir: Path, *, every_min: int = 15, hase: str | None = N
     epilog live (made absolute); `slurm_conf` goes into Environment= when given."""
     if not 1 <= every_min <= MAX_EVERY_MIN:
         raise ConfigError(f"sweep_every_min must be 1..{MAX_EVERY_MIN} minutes, not {every_min}")
-    exe = _plain("hase", hase or default_hase())
+    exe = plain_value("hase", hase or default_hase())
     if not exe.startswith("/"):
         raise ConfigError(f"hase: {exe!r} must be an absolute path (systemd runs it as given)")
-    folder = str(scripts_dir.resolve())
-    _plain("scripts_dir", folder)
-    found = [d for d in template_dirs() if (d / "hase-mps-sweep.service.j2").is_file()]
-    if not found:
-        raise ConfigError("hase-mps-sweep.service.j2 not found (searched "
-                          f"{', '.join(map(str, template_dirs()))})")
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(found[0])),  # noqa: S701
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             autoescape=False)  # unit files, values quoted for systemd here
+    folder = plain_value("scripts_dir", str(scripts_dir.resolve()))
+    env = template_environment()  # values are quoted for systemd here, not by the templates
     values = {
         "exec_start": exec_word(exe, executable=True),
         "scripts_dir": exec_word(folder),
         "scripts_dir_comment": folder,
         "service_path_comment": f"{folder}/{UNIT_FILES['sweep-service']}",
         "timer_path_comment": f"{folder}/{UNIT_FILES['sweep-timer']}",
-        "slurm_conf_env": (environment_assignment("SLURM_CONF", _plain("slurm_conf", slurm_conf))
+        "slurm_conf_env": (environment_assignment("SLURM_CONF", plain_value("slurm_conf", slurm_conf))
                            if slurm_conf else None),
         "every_min": every_min,
     }

@@ -6,7 +6,6 @@ down nothing is stopped."""
 from __future__ import annotations
 
 import json
-import shlex
 import socket
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from tests.integration.test_adapter_live import live, submit, wait_for
 from tests.integration.test_report_live import _hase
 from tests.unit.test_mps_scripts import _alive, _scripts, node
 from tests.unit.test_mps_sweep import _start
+from tests.unit.test_mps_sweep_units import _exec_start
 
 pytestmark = pytest.mark.slurm
 __all__ = ["node", "submit"]  # the fixtures, used by name
@@ -105,8 +105,7 @@ def test_the_rendered_timer_service_runs_the_sweep(
     scripts = _scripts(node)
     folder = scripts["epilog"].parent
     service = write_units(folder, render_units(folder, hase=HASE))["sweep-service"]
-    (line,) = [x for x in service.read_text().splitlines() if x.startswith("ExecStart=")]
-    argv = shlex.split(line.removeprefix("ExecStart="))
+    argv = _exec_start(service.read_text())
     pids = _start(node, scripts, NEVER)
     env = _sweep_env(node, slurm_env)
     res = subprocess.run([*argv, "--node", "a100-1", "--min-age", "0"], env=env,
