@@ -25,6 +25,7 @@ COMPILED = [
     "slurm_hase/policy/levels.py",
     "slurm_hase/policy/lp.py",
     "slurm_hase/policy/order.py",
+    "slurm_hase/policy/pairing.py",
     "slurm_hase/policy/registry.py",
     "slurm_hase/policy/rotate.py",
     "slurm_hase/policy/route.py",

@@ -56,6 +56,7 @@ SLACK = 1.0  # hsbatch's default HASE_SPEED_SLACK
 DAY, WEEK = 86400.0, 7 * 86400.0  # usage half-lives of the daemon's ledger (default: a week)
 
 FAST_ROW = "fair-sfq0-floor0.57-yf3-narrow+ckpt-15s"
+SHARE_ROW = "fair-sfq0-floor0.57-yf3-narrow+ckpt+share-15s"
 
 
 class Row(NamedTuple):
@@ -69,6 +70,7 @@ class Row(NamedTuple):
     slack: float  # hsbatch speed slack: 0 = jobs come through plain sbatch (no slurm-hase)
     half_life_s: float  # usage half-life of the daemon's ledger
     cycle_s: float = 60.0  # seconds between daemon cycles (the daemon's default interval_s)
+    share: float = 0.0  # share of 1-GPU jobs that opt in to MPS pairing (share=yes)
 
 
 POLICIES: list[Row] = [
@@ -98,6 +100,12 @@ POLICIES: list[Row] = [
     # session 23): a small account's short job no longer waits a minute at level 0
     Row(FAST_ROW, "fair", {"theta": 0.2, "sfq": 0.0, "floor": 0.57, "yield_factor": 3.0,
                            "narrow": 1.0}, {}, 1.0, SLACK, WEEK, cycle_s=15.0),
+    # the same, with every 1-GPU job opted in to pairing (share=yes): a waiting one becomes a
+    # half-GPU MPS share where two get 1.5x one job's work done, for accounts at >= 0.8 of
+    # their entitlement (policy/pairing.py; bench/README.md, session 46)
+    Row(SHARE_ROW, "fair", {"theta": 0.2, "sfq": 0.0, "floor": 0.57, "yield_factor": 3.0,
+                            "narrow": 1.0, "share_gain": 1.5}, {}, 1.0, SLACK, WEEK,
+        cycle_s=15.0, share=1.0),
 ]
 COLUMNS = ["scenario", "seed", "policy", "jobs", "avg_jct_s", "p99_jct_s", "avg_wait_s",
            "makespan_s", "rho_p99", "rho_max", "rho_gt1_share", "jain_accounts",
@@ -125,6 +133,7 @@ def _one(args: Task) -> dict[str, Any]:
     res, m = run(jobs, spec, table, SimConfig(policy=row.policy, knobs=row.knobs,
                                               interval_s=row.cycle_s,
                                               checkpoint_share=row.ckpt, hsbatch_slack=row.slack,
+                                              share_optin=row.share,
                                               ledger_half_life_s=row.half_life_s))
     util = "/".join(f"{t}:{u:.2f}" for t, u in m.get("util_by_type", {}).items())
     # scontrol updates the daemon made per cycle (Nice + Features): the load it puts on slurmctld

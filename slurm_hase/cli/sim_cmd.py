@@ -124,6 +124,9 @@ def _jain(every: float | None, per_day: float | None) -> str:
                    "warning.")
 @click.option("--checkpoint-share", type=Finite(0.0, 1.0), default=0.0, show_default=True,
               help="Share of jobs that opt in to checkpoint + requeue (turns requeue on).")
+@click.option("--share-optin", type=Finite(0.0, 1.0), default=0.0, show_default=True,
+              help="Share of 1-GPU jobs that opt in to MPS pairing (share=yes); fair pairs "
+                   "them with --knob share_gain=1.5 (docs/mps.md, \"Pairing waiting jobs\").")
 @click.option("--requeue-overhead", type=Finite(0.0), default=120.0, show_default=True,
               help="Seconds of progress a requeued job loses (on the GPU type it "
                    "was stopped on): steps since its checkpoint, saving and loading it.")
@@ -146,7 +149,7 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
              start: int,
              count: int | None, tile_to: int | None, load: float | None, seed: int, repeat: int,
              workers: int, data_dir: Path | None, out: Path, checkpoint_share: float,
-             requeue_overhead: float, hsbatch_slack: float, ledger_half_life: float,
+             share_optin: float, requeue_overhead: float, hsbatch_slack: float, ledger_half_life: float,
              plots: bool, fmt: str, as_json: bool) -> None:
     """Replay a real trace through POLICY on a simulated Slurm and write metrics and plots.
 
@@ -206,12 +209,13 @@ def simulate(trace: str, trace_kind: str, cluster_path: Path | None, gpus: str,
     refresh_s = SimConfig.refresh_s if refresh is None else refresh
     configs = {name: SimConfig(policy=name, knobs=per_policy[name], interval_s=interval,
                                predictor=predictor, model=model, refresh_s=refresh_s,
-                               checkpoint_share=checkpoint_share,
+                               checkpoint_share=checkpoint_share, share_optin=share_optin,
                                requeue_overhead_s=requeue_overhead, hsbatch_slack=hsbatch_slack,
                                ledger_half_life_s=ledger_half_life) for name in policies}
     settings = {"predictor": predictor, "interval_s": interval,
                 "gpus_by_type": spec.gpus_by_type, "ledger_half_life_s": ledger_half_life,
-                "checkpoint_share": checkpoint_share, "hsbatch_slack": hsbatch_slack,
+                "checkpoint_share": checkpoint_share, "share_optin": share_optin,
+                "hsbatch_slack": hsbatch_slack,
                 "requeue_overhead_s": requeue_overhead,
                 "trace_kind": detect_kind(path) if trace_kind == "auto" else trace_kind,
                 "cluster": None if cluster_path is None else str(cluster_path),

@@ -39,11 +39,12 @@ from slurm_hase.daemon.state import (
     build_state,
     job_in_partitions,
 )
-from slurm_hase.errors import PolicyError
+from slurm_hase.errors import PolicyError, SlurmError
 from slurm_hase.policy.common import NICE_MAX
 from slurm_hase.policy.types import ClusterState, Decision, Policy
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.slurm.backend import SlurmBackend
+from slurm_hase.slurm.tres import updates_pending_gres
 from slurm_hase.slurm.types import Job, JobState, JobUpdate, Node
 
 __all__ = [
@@ -222,6 +223,15 @@ def _left_partitions(outside: Sequence[Job], owned: Mapping[str, OwnedAttrs] | N
     return updates, reasons, clean
 
 
+def _applies_pending_gres(backend: SlurmBackend) -> bool | None:
+    """Whether this Slurm turns a pending job into an MPS share on a gres update (None: its
+    release cannot be read now; asked again next cycle)."""
+    try:
+        return updates_pending_gres(backend.version())
+    except SlurmError:
+        return None
+
+
 def _decide(policy: Policy, state: ClusterState,
             later: Mapping[str, float] | None = None) -> list[Decision]:
     """policy.decide. Jobs in `later` (their begin time is past the horizon: records.
@@ -294,6 +304,8 @@ def run_cycle(
     marks.append(perf_counter())
     settled = settle_owned(owned, [*jobs, *outside])
     cache = _cache_for(backend)
+    if cache.pending_gres is None:
+        cache.pending_gres = _applies_pending_gres(backend)
     # jobs are in managed partitions already (observe), so the summary covers all of them
     state, pending_jobs, by_type, later = _build_state(jobs, nodes, estimator, {}, shares,
                                                        started, config, cache)
@@ -307,7 +319,8 @@ def run_cycle(
     planned = plan_updates(decisions, jobs, nodes=nodes, owned=owned, skipped=skipped,
                            nice_min_delta=config.nice_min_delta, nice_limit=config.nice_limit,
                            nice_quantum=config.nice_quantum, nice_scale=config.nice_scale,
-                           nice_zero=config.nice_zero, capacity=capacity, indexed=pending_jobs)
+                           nice_zero=config.nice_zero, capacity=capacity, indexed=pending_jobs,
+                           shares_ok=bool(cache.pending_gres))
     put_back, why, clean = _left_partitions(outside, owned)
     if put_back:
         planned += put_back

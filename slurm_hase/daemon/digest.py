@@ -48,7 +48,7 @@ def state_digest(state: ClusterState, cache: StateCache | None = None) -> str:
 def _pending_key(p: PendingJob) -> tuple[object, ...]:
     return (p.job_id, p.account, p.user, p.submit_time, p.num_gpus, tuple(p.runtime_s.items()),
             p.gpu_fraction, tuple(p.mps_slowdown.items()), p.pinned_type, p.nice, p.features,
-            p.memory_gb, p.preemptible)
+            p.memory_gb, p.preemptible) + ((True,) if p.may_share else ())
 
 
 def job_digest(p: PendingJob, cache: StateCache | None = None) -> str:

@@ -139,15 +139,17 @@ class DescriptorEstimator:
         if len(runtimes) != len(iters):
             runtimes = _scaled_runtimes(iters, job.time_limit_s)
         slowdown = self._mps_slowdown(job, desc, {t: keyed[t] for t in runtimes})
-        return JobEstimate(runtime_s=runtimes, mps_slowdown=slowdown, checkpoint=desc.checkpoint)
+        return JobEstimate(runtime_s=runtimes, mps_slowdown=slowdown, checkpoint=desc.checkpoint,
+                           may_share=desc.may_share)
 
     def _mps_slowdown(self, job: Job, desc: WorkloadDescriptor,
                       keyed: Mapping[str, str]) -> dict[str, float]:
         """Per type, the job's slowdown on a GPU shared through MPS, for a job that asks for a
-        share (gres/mps or mps= in its description); {} for any other. Its co-runner is taken
-        to be a copy of itself (the policy does not know who it will share with)."""
+        share (gres/mps or mps= in its description) or may be given one (share=yes); {} for
+        any other. Its co-runner is taken to be a copy of itself (the policy does not know who
+        it will share with)."""
         gpu = job.gpu
-        if not ((gpu is not None and gpu.mps > 0)
+        if not ((gpu is not None and gpu.mps > 0) or desc.may_share
                 or (desc.mps_share is not None and desc.mps_share < 100)):
             return {}
         alone = desc.with_corunners(())

@@ -49,6 +49,7 @@ class FakeBackend:
         self._lock = threading.RLock()
         self.accepts_lists = False  # like scontrol's jobid=1,2,3 (all-or-error here)
         self.depths = SchedulerDepths()  # Slurm's defaults
+        self.slurm_version = "fake-0"  # what version() says (slurm/tres.py reads gres updates off it)
 
     def _check(self, what: str) -> None:
         self.calls += 1
@@ -57,7 +58,7 @@ class FakeBackend:
 
     def version(self) -> str:
         self._check("version")
-        return "fake-0"
+        return self.slurm_version
 
     def jobs(self) -> list[Job]:
         self._check("squeue")

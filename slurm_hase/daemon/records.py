@@ -14,7 +14,12 @@ from typing import Protocol
 
 from slurm_hase.policy.types import GpuPool, PendingJob, RunningJob
 from slurm_hase.slurm import hostlist
-from slurm_hase.slurm.tres import asks_shards, node_shards_per_gpu, requested_shards
+from slurm_hase.slurm.tres import (
+    asks_shards,
+    convertible_to_share,
+    node_shards_per_gpu,
+    requested_shards,
+)
 from slurm_hase.slurm.types import GpuRequest, Job, Node
 
 DEFAULT_RUNTIME_S = 3600.0  # expected remaining time of a running job we know nothing about
@@ -61,6 +66,7 @@ class JobEstimate:
     mps_slowdown: Mapping[str, float] = field(default_factory=dict)
     memory_gb: float = 0.0
     checkpoint: bool = False  # the job opted in to checkpoint + requeue
+    may_share: bool = False  # the job opted in to sharing a GPU through MPS (share=yes)
 
 
 class RuntimeEstimator(Protocol):
@@ -93,13 +99,16 @@ class RecordBuilder:
                  reuse: bool, old_pending: Mapping[str, PendingEntry],
                  old_running: Mapping[str, RunningEntry],
                  mps_units: Mapping[str, int] | None = None, requeue: bool = True,
-                 nodes: Sequence[Node] = ()) -> None:
+                 nodes: Sequence[Node] = (), share: bool = False) -> None:
         self.pools, self.types, self.now = pools, types, now
         self.nodes = nodes  # read only when a pending job asks for GPU shards (shard_units)
         self._shard_units: dict[str, float] | None = None
         # whether the admin lets the daemon requeue: an opted-in job is preemptible only then
         # (else the policy would plan rotations the daemon refuses every cycle)
         self.requeue = requeue
+        # whether Slurm can turn a pending job into an MPS share (slurm/tres.py
+        # updates_pending_gres): an opted-in job may share only then
+        self.share = share
         # GPU type -> MPS units per GPU of its nodes with an MPS count (state._summarize)
         self.mps_units: Mapping[str, int] = mps_units or {}
         self.estimate = estimator.estimate
@@ -172,6 +181,7 @@ class RecordBuilder:
             nice=self._nice(job), features=job.features, memory_gb=est.memory_gb,
             preemptible=bool(self.requeue and est.checkpoint and job.requeue),
             restarts=job.restarts,
+            may_share=bool(self.share and est.may_share and convertible_to_share(gpu)),
         )
         return tkey, (key, est, types, pj, job, tkey)
 
@@ -349,3 +359,4 @@ def share_on_its_gpus(job: Job, nodes: Mapping[str, Node],
             return None
         gpu = shard_request(shards, per_gpu, mps_units.get(gtype.lower(), MPS_PER_GPU))
     return replace(job, alloc_gpus={gtype: len(names)}, gpu=gpu)
+

@@ -22,7 +22,7 @@ from slurm_hase.errors import DescriptorError
 from slurm_hase.policy.common import NICE_MAX
 from slurm_hase.policy.types import Decision
 from slurm_hase.predict.descriptor import WorkloadDescriptor
-from slurm_hase.slurm.tres import asks_shards
+from slurm_hase.slurm.tres import asks_shards, convertible_to_share, mps_share_update
 from slurm_hase.slurm.types import Job, JobState, JobUpdate, Node
 
 _SIMPLE_OR = re.compile(r"^[A-Za-z0-9_.\-]+(\|[A-Za-z0-9_.\-]+)*$")
@@ -245,6 +245,7 @@ def plan_updates(
     capacity: Capacity | None = None,
     nice_zero: int = 0,
     indexed: Mapping[str, Job] | None = None,
+    shares_ok: bool = False,
 ) -> list[tuple[str, JobUpdate]]:
     """Safe, non-empty updates for `decisions`, in decision order.
 
@@ -252,6 +253,8 @@ def plan_updates(
     change is planned (satisfiability cannot be checked). Reasons for refused parts go to
     `skipped` (job id, reason) when given. `indexed`: jobs of `jobs` by id where the caller has
     them (run_cycle: the pending ones); a decision for another id is looked up in `jobs`.
+    `shares_ok`: Slurm applies a pending job's gres update (slurm/tres.py updates_pending_gres);
+    else a decision's MPS share is refused with a note.
     """
     notes: list[tuple[str, str]] = skipped if skipped is not None else []
     decisions = [d for d in decisions if not d.requeue]  # running jobs: daemon/requeue.py
@@ -287,7 +290,8 @@ def plan_updates(
         nice = _plan_nice(dec, job, rec, owned_known, nice_min_delta, nice_limit * nice_scale,
                           nice_quantum, notes, nice_scale, nice_zero)
         feats = _plan_features(dec, job, rec, owned_known, cap, known, notes)
-        update = JobUpdate(nice=nice, features=feats)
+        update = JobUpdate(nice=nice, features=feats,
+                           tres_per_node=_plan_share(dec, job, shares_ok, notes))
         if not update.is_empty():
             out.append((job.job_id, update))
     return out
@@ -349,3 +353,18 @@ def _plan_features(dec: Decision, job: Job, rec: OwnedAttrs | None, owned_known:
     if frozenset(target.split("|")) == frozenset(job.features.strip().split("|")):
         return None  # the same types in any order, spelt as the nodes spell them
     return target
+
+
+def _plan_share(dec: Decision, job: Job, shares_ok: bool,
+                notes: list[tuple[str, str]]) -> str | None:
+    """The TresPerNode that turns the job into the decision's MPS share, or None."""
+    if dec.mps_share is None:
+        return None
+    if not shares_ok:
+        notes.append((job.job_id, "this Slurm does not apply a pending job's gres update "
+                                  "(24.11 or later does); MPS share not set"))
+        return None
+    if job.gpu is None or not convertible_to_share(job.gpu) or dec.mps_share <= 0:
+        notes.append((job.job_id, "asks no single untyped GPU per node; MPS share not set"))
+        return None
+    return mps_share_update(dec.mps_share)

@@ -93,6 +93,9 @@ class StateCache:
         self.job_types_for: tuple[object, object] | None = None
         self.mps_units: MpsUnits = {}  # of `nodes` (_summarize)
         self.requeue: bool | None = None  # CycleConfig.requeue the job entries were built with
+        # whether Slurm applies a pending job's gres update (None: not known yet: run_cycle asks)
+        self.pending_gres: bool | None = None
+        self.share: bool | None = None  # pending_gres as the job entries were built with
 
 
 _CACHES: weakref.WeakKeyDictionary[object, StateCache] = weakref.WeakKeyDictionary()
@@ -307,17 +310,19 @@ def _build_state(
         jobs = [j for j in jobs if job_in_partitions(j, config.partitions)]
     # partition string -> the types a pending job there may use (None: all of `types`)
     job_types = _job_types(types, part_types, cache)
-    if cache is not None and cache.requeue != config.requeue:
-        # a record says whether its job is preemptible, which only requeue on allows
+    share = bool(cache is not None and cache.pending_gres)
+    if cache is not None and (cache.requeue, cache.share) != (config.requeue, share):
+        # a record says whether its job is preemptible, which only requeue on allows, and
+        # whether it may share, which only a Slurm that applies gres updates allows
         cache.pending.clear()
         cache.running = {}
-        cache.requeue = config.requeue
+        cache.requeue, cache.share = config.requeue, share
     # last cycle's entries, updated in place: an unchanged job costs no insert (pruned below)
     entries = cache.pending if cache is not None else {}
     reuse = _repeatable(estimator)
     builder = RecordBuilder(pools, types, estimator, now, config.nice_scale, config.nice_zero,
                             reuse, entries, cache.running if cache is not None else {},
-                            mps_units, config.requeue, nodes)
+                            mps_units, config.requeue, nodes, share)
     pending: list[PendingJob] = []
     running: list[RunningJob] = []
     new_r: dict[str, RunningEntry] = {}

@@ -35,6 +35,10 @@ most (1 + HASE_SPEED_SLACK) times slower than the fastest (default slack 1.0:
 checkpoint=yes says the job saves its state when Slurm stops it and resumes
 from it when it starts again: the scheduler may then requeue it so that GPUs
 rotate between accounts (hsbatch adds --requeue unless you chose otherwise).
+
+share=yes says the job may run on half a GPU beside another job through MPS:
+while it waits, the scheduler may turn its --gres=gpu:1 into an MPS share when
+the pair is predicted to get more done than one job alone (Slurm 24.11+).
 """
 
 

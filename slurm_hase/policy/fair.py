@@ -95,6 +95,7 @@ from slurm_hase.policy.order import (
     shortest_first,
     sticky_order,
 )
+from slurm_hase.policy.pairing import plan_shares
 from slurm_hase.policy.rotate import rotation
 from slurm_hase.policy.route import route_types
 from slurm_hase.policy.types import ClusterState, Decision, PendingJob
@@ -202,6 +203,11 @@ class FairPolicy:
     idle_fill: float = 0.0
     fill_speed: float = 0.5  # ... on types where they run at most this x their best speed
     fill_wait_s: float = 7200.0  # ... when they would wait this long for their routed type
+    # Pairing (policy/pairing.py): waiting opted-in (share=yes) 1-GPU jobs become half-GPU MPS
+    # shares when two on one GPU get share_gain x one job's work done (0 = off, the default) ...
+    share_gain: float = 0.0
+    share_level: float = 0.8  # ... for accounts at >= this x their entitlement ...
+    share_slots: float = 2.0  # ... and at most this x a type's nodes of shares there
     # Per pending record: (record, usable types, values, best runtime), reused while the daemon
     # passes the very same record (an unchanged job) and the pools' sizes are unchanged. Entries
     # of jobs gone since are harmless (each is used only for the record it was built from or
@@ -246,6 +252,9 @@ class FairPolicy:
         self.idle_fill = check_knob("idle_fill", self.idle_fill, 0.0, 1e6)
         self.fill_speed = check_knob("fill_speed", self.fill_speed, 0.0, 1.0)
         self.fill_wait_s = check_knob("fill_wait_s", self.fill_wait_s, 0.0, 1e9)
+        self.share_gain = check_knob("share_gain", self.share_gain, 0.0, 2.0)
+        self.share_level = check_knob("share_level", self.share_level, 0.0, 1e6)
+        self.share_slots = check_knob("share_slots", self.share_slots, 0.0, 1e6)
 
     def decide(self, state: ClusterState) -> list[Decision]:
         """Nice for every schedulable job, type constraint for every untyped one."""
@@ -280,8 +289,8 @@ class FairPolicy:
                                state.now, self.age_tau_s, self.due_horizon_s)
         else:
             order = shortest_first(jobs, best_rt, state.now, self.age_tau_s)
-        acct = (account_levels(state, jobs)
-                if self.route_by_level > 0 or self.floor > 0 or self.idle_fill > 0 else None)
+        acct = (account_levels(state, jobs) if self.route_by_level > 0 or self.floor > 0
+                or self.idle_fill > 0 or self.share_gain > 0 else None)
         if acct is not None and self.floor > 0:
             order = floor_first(order, acct, self.floor)
         depth = int(self.exact_depth)
@@ -309,16 +318,20 @@ class FairPolicy:
                                  self._cut(state.scheduler_depth) or len(final),
                                  starting | filled, NICE_MAX - 3 * NICE_STEP)
         levels = self._levels(final, state.scheduler_depth)
+        shares = (plan_shares(final, routed, starting | filled, state, acct, self.share_gain,
+                              self.share_level, self.share_slots) if self.share_gain > 0 else {})
         # only what changes, as only_changes would keep it (most of the head is unchanged)
         decisions = []
         for pos, (job, level) in enumerate(zip(final, levels, strict=True), start=1):
             allowed = routed[job.job_id]
             nice, to_types = changed(job, level, allowed if job.pinned_type is None else None)
-            if nice is not None or to_types is not None:
+            share = shares.get(job.job_id)
+            if nice is not None or to_types is not None or share is not None:
                 decisions.append(Decision(
-                    job.job_id, nice=nice, gpu_types=to_types,
+                    job.job_id, nice=nice, gpu_types=to_types, mps_share=share,
                     reason=f"fair: {pos} of {len(order)} in the fair order; routed "
-                           f"{allowed[0]}, where it completes first"))
+                           f"{allowed[0]}, where it completes first"
+                           + (f"; shares a GPU (MPS {share})" if share is not None else "")))
         for job in order[len(head):]:
             # beyond the horizon: behind every routed job; a job never routed gets the types
             # within 2x of its best (as hsbatch would), so backfill cannot put it on a slow one

@@ -53,6 +53,9 @@ class PendingJob:
     # It opted in to checkpoint + requeue (descriptor checkpoint=yes and Slurm may requeue it)
     preemptible: bool = False
     restarts: int = 0  # times it has been requeued (Slurm's Restarts)
+    # It opted in to sharing (descriptor share=yes), asks one whole untyped GPU per node, and
+    # Slurm can turn it into an MPS share while it waits (24.11 or later): Decision.mps_share
+    may_share: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +108,9 @@ class Decision:
     # For a running, preemptible job: requeue it (it checkpoints and waits again) so the GPUs
     # go to the pending jobs ahead of it in the fair order.
     requeue: bool = False
+    # For a pending job that may share (PendingJob.may_share): ask this many MPS units of one
+    # GPU instead of the whole GPU (GpuPool.mps_capacity // 2 = half), policy/pairing.py.
+    mps_share: int | None = None
 
 
 class Policy(Protocol):

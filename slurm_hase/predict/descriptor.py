@@ -49,6 +49,8 @@ _ALIASES: dict[str, str] = {
     "co": "corunners",
     "checkpoint": "checkpoint",
     "ckpt": "checkpoint",
+    "share": "share",
+    "may_share": "share",
     "auto_types": "auto_types",
     "at": "auto_types",
 }
@@ -103,6 +105,9 @@ class WorkloadDescriptor:
     # The job saves its state when Slurm signals it and resumes from it after a requeue, so
     # the scheduler may requeue it to rotate GPUs between accounts (opt-in).
     checkpoint: bool = False
+    # The job may run on half a GPU through MPS beside another job, when the scheduler pairs
+    # it (opt-in; Slurm 24.11 or later: docs/mps.md, "Pairing waiting jobs").
+    may_share: bool = False
     # The GPU-type constraint hsbatch added at submission (so the daemon may change it later;
     # a constraint the user wrote is never touched). () = hsbatch added none.
     auto_types: tuple[str, ...] = ()
@@ -167,6 +172,8 @@ class WorkloadDescriptor:
         kw["iterations"] = _iterations(canon)
         if (v := canon.get("checkpoint")) not in (None, ""):
             kw["checkpoint"] = _to_bool("checkpoint", v)
+        if (v := canon.get("share")) not in (None, ""):
+            kw["may_share"] = _to_bool("share", v)
         if (v := canon.get("auto_types")) not in (None, ""):
             items = v.split("|") if isinstance(v, str) else v
             if not isinstance(items, list | tuple):
@@ -199,6 +206,8 @@ class WorkloadDescriptor:
             out["co"] = [_short(g) for g in self.corunner_gflops]
         if self.checkpoint:
             out["ckpt"] = 1
+        if self.may_share:
+            out["share"] = 1
         if self.auto_types:
             out["at"] = "|".join(self.auto_types)
         text = json.dumps(out, separators=(",", ":"), allow_nan=False)

@@ -68,9 +68,10 @@ class OracleEstimator:
         runtimes = {t: r * left for t in gpu_types
                     if math.isfinite(r := sj.runtime.get(t, math.inf))}
         slow = {}
-        if sj.trace.gpu_fraction < 1.0:
+        if sj.frac < 1.0 or sj.trace.may_share:
             slow = {t: self.sim.table.mean_slowdown(t, sj.trace.workload) for t in runtimes}
-        est = JobEstimate(runtime_s=runtimes, mps_slowdown=slow, checkpoint=sj.trace.checkpoint)
+        est = JobEstimate(runtime_s=runtimes, mps_slowdown=slow, checkpoint=sj.trace.checkpoint,
+                          may_share=sj.trace.may_share)
         self._cache[job.job_id] = (tuple(gpu_types), job.restarts, est)
         return est
 
@@ -93,6 +94,8 @@ class SimConfig:
     # jobs only when requeue is on, as an admin would set it.
     checkpoint_share: float = 0.0
     requeue_overhead_s: float = 120.0
+    # Share of 1-GPU jobs that opt in to MPS pairing (share=yes; another hash of the job id).
+    share_optin: float = 0.0
     # Jobs submitted with hsbatch (> 0: its speed slack, HASE_SPEED_SLACK) or plain sbatch (0).
     # hsbatch's constraint uses the runtimes the estimator gives the policies (oracle: true).
     hsbatch_slack: float = 0.0
@@ -136,10 +139,11 @@ def _sample(sim: SimSlurm, t: float, pending_demand: Mapping[str, float],
     acc: dict[str, list[float]] = {}
     for job in sim.running.values():
         best = min(job.runtime.values())
-        rate = job.trace.num_gpus * job.trace.gpu_fraction
+        rate = job.trace.num_gpus * job.frac
         entry = acc.setdefault(job.trace.account, [0.0, 0.0])
         entry[0] += rate * best / job.runtime[job.gpu_type]
-        entry[1] += rate * parts.get(job.gpu_type, 1.0) if parts else rate
+        asked = job.trace.num_gpus * job.trace.gpu_fraction
+        entry[1] += asked * parts.get(job.gpu_type, 1.0) if parts else asked
     for acct, demand in pending_demand.items():
         acc.setdefault(acct, [0.0, 0.0])[1] += demand
     return Sample(t, len(sim.pending), len(sim.running), dict(sim.busy_gpus),
@@ -187,6 +191,9 @@ def _simulate(trace: Sequence[TraceJob], spec: ClusterSpec, table: ThroughputTab
     if config.checkpoint_share > 0:
         trace = [replace(tj, checkpoint=True) if opts_in(tj.job_id, config.checkpoint_share)
                  else tj for tj in trace]
+    if config.share_optin > 0:
+        trace = [replace(tj, may_share=True) if tj.num_gpus == 1 and tj.gpu_fraction >= 1.0
+                 and opts_in(f"{tj.job_id}:share", config.share_optin) else tj for tj in trace]
     sim = SimSlurm(spec, table, comments, requeue_overhead_s=config.requeue_overhead_s,
                    hsbatch_slack=config.hsbatch_slack)
     shares = {a: float(s) for a, s in spec.shares.items()}
@@ -307,7 +314,7 @@ def check_input(trace: Sequence[TraceJob], config: SimConfig) -> None:
     or runtime that is not finite, or a span of submit times or a runtime over
     traces.MAX_SECONDS (the loop takes a sample every sample_s over the whole run)."""
     for key in ("interval_s", "refresh_s", "ledger_half_life_s", "sample_s", "checkpoint_share",
-                "requeue_overhead_s", "hsbatch_slack"):
+                "requeue_overhead_s", "hsbatch_slack", "share_optin"):
         if math.isnan(getattr(config, key)):
             raise ConfigError(f"simulation setting {key}: nan is not a number")
     for tj in trace:

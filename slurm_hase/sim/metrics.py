@@ -110,7 +110,7 @@ def account_metrics(result: SimResult) -> dict[str, dict[str, float | None]]:
         if j.end < 0 or j.start < 0:
             continue
         acc = sums.setdefault(j.trace.account, [0.0, 0.0, 0.0, 0.0])
-        held = j.trace.num_gpus * j.trace.gpu_fraction * (j.end - j.start)
+        held = j.trace.num_gpus * j.frac * (j.end - j.start)
         acc[0] += 1
         acc[1] += j.end - j.trace.submit_s
         acc[2] += j.end - j.trace.submit_s - (j.end - j.start + j.run_before)
@@ -183,7 +183,7 @@ def compute(result: SimResult) -> dict[str, Any]:
         for i, j in enumerate(done)])
     busy: dict[str, float] = dict.fromkeys(result.gpus_by_type, 0.0)
     for j in done:
-        busy[j.gpu_type] += j.trace.num_gpus * j.trace.gpu_fraction * (j.end - j.start)
+        busy[j.gpu_type] += j.trace.num_gpus * j.frac * (j.end - j.start)
         for t, gs in j.earlier_gpu_s.items():
             busy[t] += gs
     util = {t: busy[t] / (c * makespan) if makespan > 0 else 0.0 for t, c in result.gpus_by_type.items()}
@@ -218,7 +218,7 @@ def job_rows(result: SimResult) -> list[dict[str, Any]]:
     """One CSV row per job."""
     return [{
         "job_id": j.job_id, "account": j.trace.account, "workload": j.trace.workload,
-        "num_gpus": j.trace.num_gpus, "gpu_fraction": j.trace.gpu_fraction,
+        "num_gpus": j.trace.num_gpus, "gpu_fraction": j.frac,
         "submit_s": round(j.trace.submit_s, 3), "start_s": round(j.start, 3),
         "end_s": round(j.end, 3), "gpu_type": j.gpu_type, "state": j.state.value,
         "features": j.features, "nice": j.nice,

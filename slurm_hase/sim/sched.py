@@ -82,7 +82,7 @@ class SlurmScheduler:
 
     def _billing(self, job: SimJob) -> float:
         w = self.config.billing.get(job.gpu_type, 1.0)
-        return w * job.trace.num_gpus * job.trace.gpu_fraction
+        return w * job.trace.num_gpus * job.frac
 
     def recalc(self, now: float) -> None:
         """Decay usage, charge running (and just-ended) jobs, refresh every pending priority."""
@@ -318,7 +318,7 @@ class SlurmScheduler:
                 continue
             tested += 1
             types = sim.allowed_types(job)
-            frac = job.trace.gpu_fraction < 1.0
+            frac = job.frac < 1.0
             end = now + job.time_limit
             placed = False
             for t in types:

@@ -80,6 +80,7 @@ class SimJob:
     earlier_gpu_s: dict[str, float] = field(default_factory=dict)  # GPU-s of earlier segments by type
     requeued_at: float = -1.0  # Slurm's SubmitTime after a requeue (-1 = never requeued)
     trace_types: tuple[str, ...] = ()  # what its trace row's constraint and pin allow (rho)
+    frac: float = 1.0
 
     @property
     def job_id(self) -> str:
@@ -185,13 +186,14 @@ class SimCluster:
                 feats = "|".join(auto)
         if self.comments is not None:
             text = self.comments(tj, auto)
-        elif tj.checkpoint or auto:
-            text = WorkloadDescriptor(checkpoint=tj.checkpoint, auto_types=auto).to_comment()
+        elif tj.checkpoint or auto or tj.may_share:
+            text = WorkloadDescriptor(checkpoint=tj.checkpoint, may_share=tj.may_share,
+                                      auto_types=auto).to_comment()
         else:
             text = ""
         job = SimJob(len(self.jobs_by_id), tj, runtime, limit, features=sys.intern(feats),
                      pinned=tj.pinned, comment=text,
-                     trace_types=self._types_for("|".join(tj.constraint), tj.pinned))
+                     trace_types=self._types_for("|".join(tj.constraint), tj.pinned), frac=tj.gpu_fraction)
         self.jobs_by_id[tj.job_id] = job
         self.by_idx.append(job)
         need = 1 if tj.gpu_fraction < 1.0 else tj.num_gpus
@@ -224,8 +226,8 @@ class SimCluster:
 
     def fits_now(self, job: SimJob, gtype: str) -> bool:
         """Whether `job` could start on `gtype` right now."""
-        if job.trace.gpu_fraction < 1.0:
-            need = job.trace.gpu_fraction
+        if job.frac < 1.0:
+            need = job.frac
             if any(g.used + need <= 1.0 + 1e-9 for g in self.shared[gtype]):
                 return True
             return self.type_free[gtype] >= 1 and self._new_share_node(gtype) >= 0
@@ -254,13 +256,13 @@ class SimCluster:
         if job.first_start < 0:
             job.first_start = now
         job.view = job.last_view = None  # a running job's view is built afresh
-        if job.trace.gpu_fraction < 1.0:
+        if job.frac < 1.0:
             self._start_shared(job, gtype, now)
         else:
             self._take_whole(job, gtype)
             job.rate = 1.0 / job.runtime[gtype]
             self._push_end(job, now + job.work_left * job.runtime[gtype])
-        self.busy_gpus[gtype] += job.trace.num_gpus * job.trace.gpu_fraction
+        self.busy_gpus[gtype] += job.trace.num_gpus * job.frac
         self.touch()
         self.job_set_version += 1
 
@@ -293,7 +295,7 @@ class SimCluster:
         job.alloc = picks
 
     def _start_shared(self, job: SimJob, gtype: str, now: float) -> None:
-        need = job.trace.gpu_fraction
+        need = job.frac
         room = [g for g in self.shared[gtype] if g.used + need <= 1.0 + 1e-9]
         if room:
             gpu = max(room, key=lambda g: g.used)  # best fit
@@ -356,12 +358,12 @@ class SimCluster:
     def _finish(self, job: SimJob, t: float) -> None:
         del self.running[job.job_id]
         job.state, job.end, job.view, job.last_view = JobState.COMPLETED, t, None, None
-        self.busy_gpus[job.gpu_type] -= job.trace.num_gpus * job.trace.gpu_fraction
+        self.busy_gpus[job.gpu_type] -= job.trace.num_gpus * job.frac
         gpu = job.shared
         if gpu is not None:
-            gpu.used -= job.trace.gpu_fraction
+            gpu.used -= job.frac
             gpu.residents.remove(job.idx)
-            self.node_mps_used[gpu.node] -= job.trace.gpu_fraction
+            self.node_mps_used[gpu.node] -= job.frac
             self._node_views[gpu.node] = None
             if not gpu.residents:
                 self.shared[gpu.gpu_type].remove(gpu)

@@ -75,19 +75,21 @@ class SimSlurm(SimCluster):
         tj = job.trace
         req = job.req
         if req is None or req.gpu_type != job.pinned:
-            if tj.gpu_fraction < 1.0:
-                req = GpuRequest(0, job.pinned, "node", self._mps_count(tj.gpu_fraction,
+            if job.frac < 1.0:
+                req = GpuRequest(0, job.pinned, "node", self._mps_count(job.frac,
                                                                         job.pinned))
+            elif tj.may_share:  # submitted as --gres=gpu:1, the request a share replaces
+                req = GpuRequest(1, job.pinned, "node")
             else:
                 req = GpuRequest(tj.num_gpus, job.pinned, "job")
             job.req = req
         running = job.state is JobState.RUNNING
-        if running and tj.gpu_fraction < 1.0:
+        if running and job.frac < 1.0:
             # it holds its trace's fraction of a GPU of the type it runs on: in that type's units
             # (the pending request's units differ where the types' MPS counts do)
-            mps = self._mps_count(tj.gpu_fraction, job.gpu_type)
+            mps = self._mps_count(job.frac, job.gpu_type)
             req = req if mps == req.mps else GpuRequest(0, job.pinned, "node", mps)
-        if tj.gpu_fraction < 1.0:
+        if job.frac < 1.0:
             tres = f"gres/mps:{req.mps}"
         else:
             tres = f"gres/gpu:{job.pinned + ':' if job.pinned else ''}{tj.num_gpus}"
@@ -95,8 +97,8 @@ class SimSlurm(SimCluster):
             job_id=tj.job_id, name=tj.workload, user=tj.user, account=tj.account,
             partition=PARTITION, state=job.state, reason="None" if running else job.reason,
             priority=job.priority, nice=job.nice, features=job.features,
-            tres_per_job=tres if tj.gpu_fraction >= 1.0 else "",
-            tres_per_node=tres if tj.gpu_fraction < 1.0 else "", gpu=req,
+            tres_per_job=tres if req.scope == "job" else "",
+            tres_per_node=tres if req.scope == "node" else "", gpu=req,
             alloc_gpus={job.gpu_type: max(tj.num_gpus, 1)} if running else {},
             nodes=",".join(self.nodes_spec[i].name for i, _ in job.alloc) if running else "",
             submit_time=int(job.requeued_at if job.restarts else tj.submit_s), start_time=int(job.start) if running else None,
@@ -203,6 +205,12 @@ class SimSlurm(SimCluster):
             if tres:
                 parts = tres.replace("gres/", "gres:").split(":")
                 job.pinned = parts[2].lower() if len(parts) == 4 else None
+        if update.tres_per_node and update.tres_per_node.startswith("gres/mps:"):
+            # what Slurm 24.11 does (22.05 would keep the whole GPU): the job now asks a share
+            units, types = self._mps_units
+            count = int(update.tres_per_node.rsplit(":", 1)[1])
+            job.frac = min(count / mps_per_gpu(units, job.pinned, types), 1.0)
+            job.req = None
         if update.nice is not None:
             job.priority = max(1, job.prio_base - update.nice)  # Slurm floors it at 1
             job.nice = update.nice

@@ -78,6 +78,7 @@ class TraceJob:
     constraint: tuple[str, ...] = ()  # allowed GPU types from the trace (OR), () = any
     pinned: str | None = None
     checkpoint: bool = False  # opted in to checkpoint + requeue (descriptor checkpoint=yes)
+    may_share: bool = False  # opted in to MPS pairing while it waits (descriptor share=yes)
     source: str = ""  # where in the trace file: "line 12", or an Alibaba pod's name
 
 

@@ -37,7 +37,7 @@ def descriptor(job: TraceJob, table: ThroughputTable) -> WorkloadDescriptor:
     iters = max(int(job.duration_s * tput), 1) if tput > 0 else None
     mps = int(round(job.gpu_fraction * 100)) if job.gpu_fraction < 1.0 else None
     return replace(job_type_descriptor(job.workload, job.num_gpus), iterations=iters,
-                   mps_share=mps, checkpoint=job.checkpoint)
+                   mps_share=mps, checkpoint=job.checkpoint, may_share=job.may_share)
 
 
 def comment(job: TraceJob, table: ThroughputTable, auto_types: tuple[str, ...] = ()) -> str:

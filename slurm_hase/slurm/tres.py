@@ -268,3 +268,22 @@ def node_shards_per_gpu(nodes: Iterable[Node]) -> dict[str, float]:
             out[node.name] = node.shard_total / gpus
     return out
 
+
+def updates_pending_gres(version: str) -> bool:
+    """Whether Slurm `version` (``24.11.5``, ``sim-24.11``) applies ``scontrol update
+    TresPerNode=gres/mps:N`` to a pending ``--gres=gpu:1`` job: 24.11 runs it with the share;
+    22.05 stores the text and still allocates the whole GPU
+    (tests/integration/test_gres_update_live.py). Releases in between were not tested."""
+    m = re.search(r"(\d+)\.(\d+)", version)
+    return m is not None and (int(m[1]), int(m[2])) >= (24, 11)
+
+
+def mps_share_update(units: int) -> str:
+    """The TresPerNode value that asks `units` MPS units of one GPU instead of a whole one."""
+    return f"gres/mps:{units}"
+
+def convertible_to_share(gpu: GpuRequest) -> bool:
+    """Whether a pending job's request is one the daemon may turn into an MPS share by
+    ``TresPerNode=gres/mps:N``: one whole GPU per node, of no pinned type (a pinned type would
+    be lost with the gres; PendingJob.may_share)."""
+    return gpu.scope == "node" and gpu.count == 1 and gpu.mps == 0 and gpu.gpu_type is None

@@ -66,6 +66,29 @@ def test_simulate_checkpoint_share_turns_rotation_on(tmp_path: Path, fixtures_di
     assert bad.exit_code == 2 and "checkpoint-share" in bad.output
 
 
+def test_simulate_share_optin_lets_fair_pair_waiting_jobs(tmp_path: Path,
+                                                         fixtures_dir: Path) -> None:
+    data = _data_dir(tmp_path, fixtures_dir)
+    trace = fixtures_dir / "sim" / "gavel_max_min_fairness_excerpt.trace"
+    common = ["--trace", str(trace), "--gpus", "k80=4,p100=4,v100=4", "--policy", "fair",
+              "--knob", "share_gain=1.0", "--knob", "share_level=0", "--data-dir", str(data),
+              "--no-plots"]
+    halves = []
+    for share in ("0", "1"):
+        out = tmp_path / f"out{share}"
+        res = CliRunner().invoke(simulate, [*common, "--share-optin", share, "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        summary = json.loads((out / "fair.json").read_text())
+        assert summary["meta"]["share_optin"] == float(share)
+        assert summary["metrics"]["jobs"] == 40 and summary["metrics"]["unfinished"] == 0
+        rows = (out / "fair_jobs.csv").read_text().splitlines()
+        col = rows[0].split(",").index("gpu_fraction")
+        halves.append(sum(float(r.split(",")[col]) < 1.0 for r in rows[1:]))
+    assert halves[0] == 0 and halves[1] > 0  # jobs the daemon turned into shares
+    bad = CliRunner().invoke(simulate, [*common, "--share-optin", "2", "--out", str(tmp_path)])
+    assert bad.exit_code == 2 and "share-optin" in bad.output
+
+
 def test_simulate_ledger_half_life_is_used_and_checked(tmp_path: Path, fixtures_dir: Path) -> None:
     data = _data_dir(tmp_path, fixtures_dir)
     trace = fixtures_dir / "sim" / "gavel_max_min_fairness_excerpt.trace"

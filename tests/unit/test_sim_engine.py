@@ -17,7 +17,7 @@ from slurm_hase.sim.slurmconf import SlurmConfig
 from slurm_hase.sim.throughput import ThroughputTable, load_throughputs
 from slurm_hase.sim.traces import TraceJob, load_gavel
 from slurm_hase.slurm.backend import SlurmBackend
-from slurm_hase.slurm.types import JobState, JobUpdate
+from slurm_hase.slurm.types import GpuRequest, JobState, JobUpdate
 
 R50 = "ResNet-50 (batch size 64)"
 TR = "Transformer (batch size 128)"
@@ -352,3 +352,18 @@ def test_copied_views_equal_freshly_built_ones(table: ThroughputTable, fixtures_
     simulate(_gavel_jobs(fixtures_dir, table, 1), spec, table,
              SimConfig(policy="fair", interval_s=60, checkpoint_share=1.0))
     assert seen["checked"] > 100 and copies["n"] > 10  # the copy path ran, and matched
+
+
+def test_a_pending_job_turned_into_an_mps_share_as_slurm_24_11_does(
+        table: ThroughputTable) -> None:
+    sim = SimSlurm(uniform_cluster({"v100": 4}), table)
+    opted = sim.add(replace(_job(1, 0), may_share=True), 0.0)
+    sim.add(_job(2, 0), 0.0)
+    views = {j.job_id: j for j in sim.jobs()}
+    # an opted-in job was submitted as --gres=gpu:1 (TresPerNode), the request a share replaces
+    assert views["1"].gpu == GpuRequest(1, None, "node") and views["1"].tres_per_node
+    assert views["2"].gpu == GpuRequest(1, None, "job") and not views["2"].tres_per_node
+    sim.update_job("1", JobUpdate(tres_per_node="gres/mps:50"))
+    view = sim.job("1")
+    assert view.tres_per_node == "gres/mps:50" and view.gpu is not None and view.gpu.mps == 50
+    assert opted.frac == 0.5 and opted.trace.gpu_fraction == 1.0  # what it asked at submission

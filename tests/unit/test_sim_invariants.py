@@ -26,14 +26,16 @@ from slurm_hase.slurm.types import JobState
 OVERHEAD_S = 120.0
 FAST_FAIR = {"theta": 0.2, "sfq": 0.0, "floor": 0.57, "yield_factor": 3.0, "narrow": 1.0}
 
-# (policy, knobs, share of jobs opting in to checkpoint + requeue, daemon cycle s)
+# (policy, knobs, share of jobs opting in to checkpoint + requeue, daemon cycle s, share of
+# 1-GPU jobs opting in to MPS pairing)
 SETUPS = [
-    ("fifo", {}, 0.0, 60.0),
-    ("hase", {}, 0.0, 60.0),
-    ("gavel", {}, 0.0, 60.0),
-    ("fair", {"theta": 0.2}, 1.0, 60.0),
-    ("fair", FAST_FAIR, 1.0, 15.0),
-    ("fair", {"theta": 0.2, "idle_fill": 0.5, "migrate_margin": 0.1}, 0.5, 60.0),
+    ("fifo", {}, 0.0, 60.0, 0.0),
+    ("hase", {}, 0.0, 60.0, 0.0),
+    ("gavel", {}, 0.0, 60.0, 0.0),
+    ("fair", {"theta": 0.2}, 1.0, 60.0, 0.0),
+    ("fair", FAST_FAIR, 1.0, 15.0, 0.0),
+    ("fair", {"theta": 0.2, "idle_fill": 0.5, "migrate_margin": 0.1}, 0.5, 60.0, 0.0),
+    ("fair", {**FAST_FAIR, "share_gain": 1.2, "share_level": 0.0}, 1.0, 15.0, 1.0),
 ]
 
 
@@ -88,7 +90,7 @@ class Books:
             for gpu in shared:
                 assert gpu.residents and -1e-9 <= gpu.used <= 1.0 + 1e-9
                 assert gpu.used == pytest.approx(
-                    sum(sim.by_idx[r].trace.gpu_fraction for r in gpu.residents))
+                    sum(sim.by_idx[r].frac for r in gpu.residents))
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         start, finish, requeue = SimCluster.start, SimCluster._finish, SimSlurm.requeue
@@ -114,17 +116,18 @@ class Books:
         monkeypatch.setattr(SimSlurm, "requeue", checked_requeue)
 
 
-@pytest.mark.parametrize(("policy", "knobs", "ckpt", "interval"), SETUPS,
-                         ids=["fifo", "hase", "gavel", "fair-ckpt", "fair-fast-15s", "fair-fill"])
+@pytest.mark.parametrize(("policy", "knobs", "ckpt", "interval", "pairing"), SETUPS,
+                         ids=["fifo", "hase", "gavel", "fair-ckpt", "fair-fast-15s", "fair-fill",
+                              "fair-pairing"])
 def test_books_balance_at_every_event(policy: str, knobs: dict[str, float], ckpt: float,
-                                      interval: float, table: ThroughputTable,
+                                      interval: float, pairing: float, table: ThroughputTable,
                                       fixtures_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     jobs = _mix(fixtures_dir, table)
     books = Books()
     books.install(monkeypatch)
     spec = uniform_cluster({"k80": 6, "p100": 6, "v100": 6}, gpus_per_node=2)
     res = simulate(jobs, spec, table, SimConfig(policy=policy, knobs=knobs, interval_s=interval,
-                                               checkpoint_share=ckpt,
+                                               checkpoint_share=ckpt, share_optin=pairing,
                                                requeue_overhead_s=OVERHEAD_S))
     assert res.unfinished == 0 and books.events >= 2 * len(jobs)
     requeued = 0
@@ -142,5 +145,8 @@ def test_books_balance_at_every_event(policy: str, knobs: dict[str, float], ckpt
         lost = sum(min(OVERHEAD_S / job.runtime[run.gtype], 1.0) for run in runs[:-1])
         assert work == pytest.approx(1.0 + lost, rel=1e-6), job.job_id
         requeued += len(runs) > 1
-    if ckpt > 0 and policy == "fair":
+    if ckpt > 0 and policy == "fair" and pairing == 0:
         assert requeued > 0  # the mix is contended enough for rotation to act
+    if pairing > 0:  # the daemon turned waiting whole-GPU jobs into shares, and they shared
+        paired = [j for j in res.jobs if j.frac < 1.0 and j.trace.gpu_fraction >= 1.0]
+        assert paired and any(run.shared for j in paired for run in books.runs[j.idx])
