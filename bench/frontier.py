@@ -10,7 +10,8 @@ HASE) and `fair` + checkpoint/requeue (every job opts in) at the default setting
 accounts) and with one shortest-first order over all accounts (`sfq` 0) at a sweep of `floor`
 values: the knob an admin turns to buy fairness with JCT (docs/daemon.md items 9-10), and
 policies.py's closest point to the target (floor 0.57, `yield_factor` 3, rotation's gap test,
-the daemon's cycle every 15 s).
+the daemon's cycle every 15 s), without and with MPS pairing (every 1-GPU job opted in,
+`share_gain` 1.5: policy/pairing.py).
 
 Prints one table (mean over seeds of avg JCT / the same seed's Slurm fifo, Jain over accounts,
 p99 rho; a setting that meets issue #4's JCT <= 0.5x and Jain >= 0.95 together is marked), then
@@ -33,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO))
 
-from policies import FAST_ROW, POLICIES, SLACK, WEEK, Row, Task, _one  # noqa: E402
+from policies import FAST_ROW, POLICIES, SHARE_ROW, SLACK, WEEK, Row, Task, _one  # noqa: E402
 
 from slurm_hase.sim.compare import account_comparison, mean_se  # noqa: E402
 from slurm_hase.sim.report import DEFAULT_DATA, TRACE_ALIASES  # noqa: E402
@@ -44,13 +45,14 @@ JCT_TARGET, JAIN_TARGET = 0.5, 0.95
 
 def settings(floors: tuple[float, ...] = FLOORS) -> list[Row]:
     """Competitors and fair's default (policies.py's rows), the sfq 0 floor sweep, and
-    policies.py's closest point to the target (daemon cycle 15 s, `narrow`, yield_factor 3)."""
+    policies.py's closest point to the target (daemon cycle 15 s, `narrow`, yield_factor 3),
+    without and with MPS pairing (session 46)."""
     rows = {p.label: p for p in POLICIES}
     out = [rows[k] for k in ("slurm-fifo", "gavel", "gavel-hsbatch", "hase", "hase-hsbatch")]
     out.append(rows["fair-0.2+ckpt"]._replace(label="fair-0.2+ckpt (SFQ)"))
     out += [Row(f"fair-sfq0-floor{f:g}+ckpt", "fair", {"theta": 0.2, "sfq": 0.0, "floor": f}, {},
                 1.0, SLACK, WEEK) for f in floors]
-    out.append(rows[FAST_ROW])
+    out += [rows[FAST_ROW], rows[SHARE_ROW]]
     return out
 
 

@@ -243,7 +243,9 @@ def _ratios(rows: list[dict[str, Any]], scenario: str) -> list[str]:
                lambda k: k == "fair-sfq0-floor0.6+ckpt"),
               ("fair + checkpoint/requeue, every job opts in, fairness first (sfq 0, floor 0.57, "
                "yield_factor 3, rotation's gap test), daemon cycle 15 s",
-               lambda k: k == FAST_ROW))
+               lambda k: k == FAST_ROW),
+              ("the same, every 1-GPU job opted in to MPS pairing (share=yes, share_gain 1.5)",
+               lambda k: k == SHARE_ROW))
     for title, pick in groups:
         vals: dict[str, list[float]] = {"base": [], "gavel": [], "rho": [], "grho": [],
                                         "jain": [], "hjain": [], "jain1d": [], "hjain1d": []}
