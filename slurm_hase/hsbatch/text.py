@@ -14,8 +14,8 @@ slurm-hase options (hsbatch; every other option goes to sbatch unchanged):
       --hase-KEY=VALUE        describe the workload; KEY is one of model, gflops,
                               params, batch-size, precision, mode, gpus,
                               iterations, epochs, steps-per-epoch, mps,
-                              corunners, checkpoint (same keys as '#HASE
-                              key=value' lines)
+                              corunners, checkpoint, share (same keys as
+                              '#HASE key=value' lines)
       --hase-descriptor=FILE  read the description from FILE (key=value lines
                               or a JSON object); script lines and options win
       --hase-explain          print the predicted runtime per GPU type (stderr)
