@@ -5,15 +5,13 @@ anyway is refused before it reaches scontrol (docs/mps.md, "Pairing waiting jobs
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import pytest
 
 from slurm_hase.daemon.cycle import CycleConfig, JobEstimate, run_cycle
 from slurm_hase.daemon.loop import WallClock
-from slurm_hase.errors import SlurmError
 from slurm_hase.policy.types import ClusterState, Decision
 from slurm_hase.policy.usage import UsageLedger
 from slurm_hase.predict.descriptor import WorkloadDescriptor
@@ -50,15 +48,6 @@ class PairOffered:
                 if p.may_share or self.force]
 
 
-@pytest.fixture
-def submitted(slurm_backend: CommandBackend) -> Iterator[list[str]]:
-    ids: list[str] = []
-    yield ids
-    for jid in ids:
-        with contextlib.suppress(SlurmError):
-            slurm_backend.cancel(jid)
-
-
 def submit(backend: CommandBackend, ids: list[str], name: str, desc: WorkloadDescriptor) -> str:
     jid = backend.submit(["--parsable", "-J", name, "-p", "gpu", "--begin=now+3600", "-t", "5",
                           "--gres=gpu:1", "--constraint=t4", f"--comment={desc.to_comment()}",
@@ -72,10 +61,10 @@ def show_job(backend: CommandBackend, jid: str) -> str:
 
 
 def test_an_opted_in_waiting_job_becomes_an_mps_share_only_where_slurm_applies_it(
-        slurm_backend: CommandBackend, submitted: list[str]) -> None:
-    opted = submit(slurm_backend, submitted, "hase-pair-yes",
+        slurm_backend: CommandBackend, jobs: list[str]) -> None:
+    opted = submit(slurm_backend, jobs, "hase-pair-yes",
                    WorkloadDescriptor(model="resnet50", may_share=True))
-    plain = submit(slurm_backend, submitted, "hase-pair-no", WorkloadDescriptor(model="resnet50"))
+    plain = submit(slurm_backend, jobs, "hase-pair-no", WorkloadDescriptor(model="resnet50"))
     policy = PairOffered()
     res = run_cycle(slurm_backend, policy, Described(), WallClock(), UsageLedger(3600.0), {},
                     CFG, owned={})
