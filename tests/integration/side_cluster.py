@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,6 +27,10 @@ def side_cluster(local_cluster: LocalCluster, spec: str | Path,
     (MariaDB, running as mysql, must be able to enter it)."""
     folder = local_cluster.paths.root.parent / f"{local_cluster.paths.root.name}-{suffix}"
     cluster = LocalCluster(load_spec(SPECS / spec), cluster_paths(folder))
+    cluster.down()  # one a run killed mid-way left up
+    # a fresh controller state: a node an earlier run left drained (a failed epilog) would
+    # otherwise keep this module's cluster from becoming ready
+    shutil.rmtree(cluster.paths.state / "ctld", ignore_errors=True)
     try:
         cluster.up()  # a start that fails half-way is stopped as well
         yield cluster

@@ -4,6 +4,8 @@ directories may live, stale directories, and stopping a daemon that is slow or h
 from __future__ import annotations
 
 import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -135,6 +137,26 @@ def test_epilog_waits_for_the_daemon_to_exit(node: dict[str, Path]) -> None:
     assert node["daemon_log"].is_file(), "the epilog returned before the daemon exited"
     assert node["daemon_log"].read_text() == f"daemon {pid} quit, pipe dir present\n"
     assert _stopped(node) and "SIGKILL" not in proc.stderr
+
+
+def test_epilog_of_a_daemon_already_gone_does_not_drain(node: dict[str, Path]) -> None:
+    """The daemon died before the epilog (killed with the job's processes, or crashed): quit
+    fails as nvidia-cuda-mps-control does, but nothing runs, so the epilog succeeds and the
+    pipe directory is removed (seen once on the live test's slurmd: the node was drained)."""
+    scripts = _scripts(node)
+    assert _run(scripts["prolog"], node, SLURM_HASE_MPS="50").returncode == 0
+    (pid,) = daemons(node["daemons"])
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _alive(pid):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    # the fake's quit would still signal the unreaped zombie: make it fail, as the real
+    # control binary does when its daemon is gone
+    proc = _run(scripts["epilog"], node, FAKE_MPS_FAIL="quit")
+    assert proc.returncode == 0, proc.stderr
+    assert "quit: fake failure; no MPS process" in proc.stderr
+    assert "nothing to stop" in proc.stderr and _stopped(node)
 
 
 def test_epilog_kills_a_hung_daemon(node: dict[str, Path]) -> None:
