@@ -28,9 +28,10 @@ def side_cluster(local_cluster: LocalCluster, spec: str | Path,
     folder = local_cluster.paths.root.parent / f"{local_cluster.paths.root.name}-{suffix}"
     cluster = LocalCluster(load_spec(SPECS / spec), cluster_paths(folder))
     cluster.down()  # one a run killed mid-way left up
-    # a fresh controller state: a node an earlier run left drained (a failed epilog) would
-    # otherwise keep this module's cluster from becoming ready
-    shutil.rmtree(cluster.paths.state / "ctld", ignore_errors=True)
+    # a fresh cluster, its accounting included: a node an earlier run left drained (a failed
+    # epilog) would keep it from becoming ready, and a fresh controller alone would reuse job
+    # ids that the kept accounting already holds
+    shutil.rmtree(folder, ignore_errors=True)
     try:
         cluster.up()  # a start that fails half-way is stopped as well
         yield cluster
