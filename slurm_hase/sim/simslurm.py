@@ -17,6 +17,7 @@ from slurm_hase.errors import JobNotFoundError, SlurmCommandError
 from slurm_hase.policy.common import parse_features
 from slurm_hase.sim.cluster import JOB_PARTITION
 from slurm_hase.sim.simcluster import PendingQueue, SharedGpu, SimCluster, SimJob
+from slurm_hase.slurm.tres import gpu_request
 from slurm_hase.slurm.types import (
     AccountingRecord,
     GpuRequest,
@@ -205,11 +206,11 @@ class SimSlurm(SimCluster):
             if tres:
                 parts = tres.replace("gres/", "gres:").split(":")
                 job.pinned = parts[2].lower() if len(parts) == 4 else None
-        if update.tres_per_node and update.tres_per_node.startswith("gres/mps:"):
+        asked = gpu_request(None, update.tres_per_node) if update.tres_per_node else None
+        if asked is not None and asked.mps > 0:
             # what Slurm 24.11 does (22.05 would keep the whole GPU): the job now asks a share
             units, types = self._mps_units
-            count = int(update.tres_per_node.rsplit(":", 1)[1])
-            job.frac = min(count / mps_per_gpu(units, job.pinned, types), 1.0)
+            job.frac = min(asked.mps / mps_per_gpu(units, job.pinned, types), 1.0)
             job.req = None
         if update.nice is not None:
             job.priority = max(1, job.prio_base - update.nice)  # Slurm floors it at 1
